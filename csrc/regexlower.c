@@ -477,6 +477,327 @@ done:
     return result;
 }
 
+/* ---- ascii_class (regex/lower.py ascii_class's text) -------------------------------- */
+
+/* code point c (< 0x80) as regex/escape.py escape_class_char writes it inside a class */
+static Py_ssize_t class_char(unsigned c, char *out) {
+    static const char hex[] = "0123456789abcdef";
+    if (c < 0x20 || c == 0x7F) {
+        out[0] = '\\';
+        out[1] = 'x';
+        out[2] = hex[c >> 4];
+        out[3] = hex[c & 15];
+        return 4;
+    }
+    if (c == '\\' || c == ']' || c == '^' || c == '-' || c == '[') {
+        out[0] = '\\';
+        out[1] = (char)c;
+        return 2;
+    }
+    out[0] = (char)c;
+    return 1;
+}
+
+/* ascii_class_text(mask) -> str: the class token of the ASCII bytes in mask (an int with
+ * bits below 0x80 only, nonzero: checked by the caller), its runs of set bits as ranges,
+ * exactly as regex/lower.py's Python loop writes it */
+static PyObject *py_ascii_class_text(PyObject *self, PyObject *mask) {
+    (void)self;
+    unsigned long long lo = PyLong_AsUnsignedLongLongMask(mask);
+    if (lo == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    PyObject *shift = PyLong_FromLong(64);
+    PyObject *high = shift ? PyNumber_Rshift(mask, shift) : NULL;
+    Py_XDECREF(shift);
+    if (high == NULL)
+        return NULL;
+    unsigned long long hi = PyLong_AsUnsignedLongLongMask(high);
+    Py_DECREF(high);
+    if (hi == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    char buf[2 + 128 * 9];  /* at most 64 runs of one ("\xHH"), or fewer longer ones */
+    Py_ssize_t n = 0;
+    buf[n++] = '[';
+    unsigned b = 0;
+    while (b < 128) {
+        int set = b < 64 ? (int)(lo >> b & 1) : (int)(hi >> (b - 64) & 1);
+        if (!set) {
+            b++;
+            continue;
+        }
+        unsigned end = b;
+        while (end + 1 < 128
+               && (end + 1 < 64 ? (lo >> (end + 1) & 1) : (hi >> (end + 1 - 64) & 1)))
+            end++;
+        n += class_char(b, buf + n);
+        if (end != b) {
+            buf[n++] = '-';
+            n += class_char(end, buf + n);
+        }
+        b = end + 1;
+    }
+    buf[n++] = ']';
+    return PyUnicode_FromStringAndSize(buf, n);
+}
+
+/* ---- key_trie_text (json_schema/objects.py _key_not_in's text) ----------------------- */
+
+#define KT_MAX_DEPTH 512 /* a longer name: the Python path */
+
+typedef struct {
+    int first, next, ends; /* first child, next sibling (-1: none), a name ends here */
+    Py_UCS4 ch;            /* the unit leading here (the root's unused) */
+} KtNode;
+
+typedef struct {
+    Py_UCS4 *buf;
+    Py_ssize_t n, cap;
+} KtOut;
+
+static int kt_put(KtOut *o, const Py_UCS4 *s, Py_ssize_t k) {
+    if (o->n + k > o->cap) {
+        Py_ssize_t cap = (o->cap + k) * 2;
+        Py_UCS4 *buf = PyMem_Realloc(o->buf, cap * sizeof(Py_UCS4));
+        if (buf == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        o->buf = buf;
+        o->cap = cap;
+    }
+    memcpy(o->buf + o->n, s, k * sizeof(Py_UCS4));
+    o->n += k;
+    return 0;
+}
+
+static int kt_ascii(KtOut *o, const char *s) {
+    Py_UCS4 tmp[8];
+    Py_ssize_t k = (Py_ssize_t)strlen(s);
+    for (Py_ssize_t j = 0; j < k; j++)
+        tmp[j] = (unsigned char)s[j];
+    return kt_put(o, tmp, k);
+}
+
+/* the plain units 0x20..0x7F but '"' and '\\' (objects.py _PLAIN_UNITS), as two words */
+static const unsigned long long KT_PLAIN_LO = 0xFFFFFFFB00000000ULL; /* 0x20..0x3F but 0x22 */
+static const unsigned long long KT_PLAIN_HI = 0xFFFFFFFFEFFFFFFFULL; /* 0x40..0x7F but 0x5C */
+
+static int kt_plain(Py_UCS4 c) {
+    return c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
+}
+
+typedef struct {
+    KtNode *nodes;
+    KtOut out;
+    const Py_UCS4 *tail, *other;
+    Py_ssize_t ntail, nother;
+    PyObject *classes; /* [(token, mask)] in the order the Python build writes them */
+} Kt;
+
+/* the class token of (lo, hi) appended to o and its (token, mask) to kt->classes */
+static int kt_class(Kt *kt, unsigned long long lo, unsigned long long hi) {
+    char buf[2 + 128 * 9];
+    Py_ssize_t n = 0;
+    buf[n++] = '[';
+    unsigned b = 0;
+    while (b < 128) {
+        if (!(b < 64 ? (lo >> b & 1) : (hi >> (b - 64) & 1))) {
+            b++;
+            continue;
+        }
+        unsigned end = b;
+        while (end + 1 < 128
+               && (end + 1 < 64 ? (lo >> (end + 1) & 1) : (hi >> (end + 1 - 64) & 1)))
+            end++;
+        n += class_char(b, buf + n);
+        if (end != b) {
+            buf[n++] = '-';
+            n += class_char(end, buf + n);
+        }
+        b = end + 1;
+    }
+    buf[n++] = ']';
+    Py_UCS4 ucs[sizeof buf];
+    for (Py_ssize_t j = 0; j < n; j++)
+        ucs[j] = (unsigned char)buf[j];
+    if (kt_put(&kt->out, ucs, n) < 0)
+        return -1;
+    PyObject *token = PyUnicode_FromStringAndSize(buf, n);
+    PyObject *h = token ? PyLong_FromUnsignedLongLong(hi) : NULL;
+    PyObject *l = h ? PyLong_FromUnsignedLongLong(lo) : NULL;
+    PyObject *s64 = l ? PyLong_FromLong(64) : NULL;
+    PyObject *hs = s64 ? PyNumber_Lshift(h, s64) : NULL;
+    PyObject *mask = hs ? PyNumber_Or(hs, l) : NULL;
+    PyObject *pair = mask ? PyTuple_Pack(2, token, mask) : NULL;
+    int rc = pair ? PyList_Append(kt->classes, pair) : -1;
+    Py_XDECREF(token);
+    Py_XDECREF(h);
+    Py_XDECREF(l);
+    Py_XDECREF(s64);
+    Py_XDECREF(hs);
+    Py_XDECREF(mask);
+    Py_XDECREF(pair);
+    return rc;
+}
+
+/* node's text: "(?:" unit-leaving-here ("|" literal child)* ")" ["?"]; the leaving unit as
+ * objects.py _ascii_left(split=True) writes it */
+static int kt_write(Kt *kt, int node, int depth) {
+    if (depth > KT_MAX_DEPTH + 1) {
+        PyErr_SetString(PyExc_RecursionError, "key_trie_text: too deep");
+        return -1;
+    }
+    KtOut *o = &kt->out;
+    if (kt_ascii(o, "(?:") < 0)
+        return -1;
+    Py_ssize_t unit_at = o->n; /* the leaving unit is written after the children's bits */
+    unsigned long long lo = KT_PLAIN_LO, hi = KT_PLAIN_HI;
+    for (int c = kt->nodes[node].first; c >= 0; c = kt->nodes[c].next) {
+        Py_UCS4 ch = kt->nodes[c].ch;
+        if (ch < 64)
+            lo &= ~(1ULL << ch);
+        else
+            hi &= ~(1ULL << (ch - 64));
+    }
+    /* children first (their classes are recorded before this node's, as in Python) into a
+     * buffer of their own, then this node's unit, then the children's text */
+    KtOut saved = *o;
+    KtOut kids = {NULL, 0, 0};
+    kt->out = kids;
+    int rc = 0;
+    for (int c = kt->nodes[node].first; c >= 0 && rc == 0; c = kt->nodes[c].next) {
+        Py_UCS4 ch = kt->nodes[c].ch;
+        rc = kt_ascii(&kt->out, "|");
+        if (rc == 0) {
+            if (strchr(".^$*+?{}[]|()", (int)ch) != NULL && ch != 0) {
+                Py_UCS4 esc[2] = {'\\', ch};
+                rc = kt_put(&kt->out, esc, 2);
+            } else if (ch == 0x7F) {
+                rc = kt_ascii(&kt->out, "\\x7f");
+            } else {
+                rc = kt_put(&kt->out, &ch, 1);
+            }
+        }
+        if (rc == 0)
+            rc = kt_write(kt, c, depth + 1);
+    }
+    kids = kt->out;
+    kt->out = saved;
+    o = &kt->out;
+    (void)unit_at;
+    if (rc == 0) {
+        int has = lo != 0 || hi != 0;
+        if (kt->ntail == 1) {
+            if (has)
+                rc = kt_class(kt, lo, hi);
+            if (rc == 0 && has)
+                rc = kt_put(o, kt->tail, 1) < 0 || kt_ascii(o, "|") < 0 ? -1 : 0;
+            if (rc == 0)
+                rc = kt_put(o, kt->other, kt->nother) < 0 || kt_put(o, kt->tail, 1) < 0 ? -1 : 0;
+        } else {
+            rc = kt_ascii(o, "(?:");
+            if (rc == 0 && has)
+                rc = kt_class(kt, lo, hi) < 0 || kt_ascii(o, "|") < 0 ? -1 : 0;
+            if (rc == 0)
+                rc = kt_put(o, kt->other, kt->nother) < 0 || kt_ascii(o, ")") < 0
+                             || kt_put(o, kt->tail, kt->ntail) < 0
+                         ? -1
+                         : 0;
+        }
+    }
+    if (rc == 0 && kids.n)
+        rc = kt_put(o, kids.buf, kids.n);
+    PyMem_Free(kids.buf);
+    if (rc == 0)
+        rc = kt_ascii(o, kt->nodes[node].ends ? ")" : ")?");
+    return rc;
+}
+
+/* key_trie_text(names, tail, other) -> (text, [(token, mask)]) or None: objects.py
+ * _key_not_in's text for names whose characters are all plain printable ASCII (0x20..0x7F
+ * but '"' and '\\': each its own unit) and at most KT_MAX_DEPTH long; None otherwise (the
+ * Python path). The class tokens are listed in the order the Python build writes them, for
+ * the caller to keep as atom recipes (regex/lower.py ascii_class). */
+static PyObject *py_key_trie_text(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 3 || !PyTuple_Check(args[0]) || !PyUnicode_Check(args[1])
+        || !PyUnicode_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "key_trie_text(names: tuple, tail: str, other: str)");
+        return NULL;
+    }
+    PyObject *names = args[0];
+    Py_ssize_t num = PyTuple_GET_SIZE(names), total = 1;
+    for (Py_ssize_t i = 0; i < num; i++) {
+        PyObject *name = PyTuple_GET_ITEM(names, i);
+        if (!PyUnicode_Check(name))
+            Py_RETURN_NONE;
+        Py_ssize_t len = PyUnicode_GET_LENGTH(name);
+        if (len > KT_MAX_DEPTH)
+            Py_RETURN_NONE;
+        int kind = PyUnicode_KIND(name);
+        const void *data = PyUnicode_DATA(name);
+        for (Py_ssize_t j = 0; j < len; j++)
+            if (!kt_plain(PyUnicode_READ(kind, data, j)))
+                Py_RETURN_NONE;
+        total += len;
+    }
+    Kt kt = {0};
+    PyObject *result = NULL;
+    Py_UCS4 *tail = PyUnicode_AsUCS4Copy(args[1]);
+    Py_UCS4 *other = tail ? PyUnicode_AsUCS4Copy(args[2]) : NULL;
+    kt.nodes = other ? PyMem_Malloc(total * sizeof(KtNode)) : NULL;
+    kt.classes = kt.nodes ? PyList_New(0) : NULL;
+    if (kt.classes == NULL) {
+        if (tail && other && !kt.nodes)
+            PyErr_NoMemory();
+        goto done;
+    }
+    kt.tail = tail;
+    kt.ntail = PyUnicode_GET_LENGTH(args[1]);
+    kt.other = other;
+    kt.nother = PyUnicode_GET_LENGTH(args[2]);
+    int used = 1;
+    kt.nodes[0] = (KtNode){-1, -1, 0, 0};
+    for (Py_ssize_t i = 0; i < num; i++) {
+        PyObject *name = PyTuple_GET_ITEM(names, i);
+        int kind = PyUnicode_KIND(name);
+        const void *data = PyUnicode_DATA(name);
+        int node = 0;
+        for (Py_ssize_t j = 0; j < PyUnicode_GET_LENGTH(name); j++) {
+            Py_UCS4 ch = PyUnicode_READ(kind, data, j);
+            int c = kt.nodes[node].first, last = -1;
+            while (c >= 0 && kt.nodes[c].ch != ch) {
+                last = c;
+                c = kt.nodes[c].next;
+            }
+            if (c < 0) { /* a new child, after its siblings (dict insertion order) */
+                c = used++;
+                kt.nodes[c] = (KtNode){-1, -1, 0, ch};
+                if (last < 0)
+                    kt.nodes[node].first = c;
+                else
+                    kt.nodes[last].next = c;
+            }
+            node = c;
+        }
+        kt.nodes[node].ends = 1;
+    }
+    if (kt_write(&kt, 0, 0) == 0) {
+        PyObject *text = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, kt.out.buf, kt.out.n);
+        if (text != NULL) {
+            result = PyTuple_Pack(2, text, kt.classes);
+            Py_DECREF(text);
+        }
+    }
+done:
+    PyMem_Free(kt.out.buf);
+    PyMem_Free(kt.nodes);
+    Py_XDECREF(kt.classes);
+    PyMem_Free(tail);
+    PyMem_Free(other);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"lower", (PyCFunction)(void (*)(void))py_lower, METH_FASTCALL,
      "lower(text, helper, memo, max_nesting, arena, low) -> term or None (see csrc/regexlower.c)"},
@@ -488,6 +809,12 @@ static PyMethodDef methods[] = {
      "fill_row(arena, context, t, row, ids, state_of): a whole DFA row (csrc/regex_derive.h)"},
     {"front", (PyCFunction)(void (*)(void))py_front, METH_FASTCALL,
      "front(arena, context, t) -> frozenset: TermArena.front in C (csrc/regex_derive.h)"},
+    {"ascii_class_text", py_ascii_class_text, METH_O,
+     "ascii_class_text(mask) -> str: regex/lower.py ascii_class's token for a nonzero mask "
+     "of bytes below 0x80"},
+    {"key_trie_text", (PyCFunction)(void (*)(void))py_key_trie_text, METH_FASTCALL,
+     "key_trie_text(names, tail, other) -> (text, [(token, mask)]) or None: "
+     "json_schema/objects.py _key_not_in's text for plain ASCII names"},
     {NULL, NULL, 0, NULL},
 };
 

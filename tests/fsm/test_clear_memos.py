@@ -23,7 +23,8 @@ from structgen.fsm.index.lexical_masks import LexicalMaskCache
 from tests.fsm.grammar.test_lexical_split import _check
 from tests.fsm.index.test_lexical_masks import _vocab
 
-SCHEMAS = [  # (schema, prefixes checked): extra keys, a format under a length, recursion
+SCHEMAS = [  # (schema, prefixes checked): extra keys, a format under a length, recursion,
+    # a non-ASCII key
     (
         {
             "type": "object",
@@ -50,6 +51,10 @@ SCHEMAS = [  # (schema, prefixes checked): extra keys, a format under a length, 
             },
         },
         [b'{"kids":[{"', b'{"kids":[{"kids":[', b'{"k'],
+    ),
+    (  # a key not of plain ASCII: its trie written by Python (_unit_not_in), not in C
+        {"type": "object", "properties": {"café": {"type": "string"}}},
+        [b'{"', '{"caf'.encode(), '{"café":"a","'.encode(), '{"café":"a","caf'.encode()],
     ),
 ]
 

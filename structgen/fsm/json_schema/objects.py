@@ -42,7 +42,7 @@ from functools import lru_cache
 from itertools import combinations
 
 from ..regex.escape import escape_literal
-from ..regex.lower import ascii_class
+from ..regex.lower import ascii_class, key_trie_text
 from .context import ConvertContext
 from .dependencies import dependent_object_regex, has_dependencies
 from .pattern import pattern_to_string_body
@@ -169,6 +169,12 @@ def key_not_in(names: list[str], tail: str = CANON_CHAR + "*", other: str = _NON
 
 @lru_cache(maxsize=1024)
 def _key_not_in(names: tuple[str, ...], tail: str, other: str) -> str:
+    text = key_trie_text(names, tail, other)  # plain ASCII names: the same text, in C
+    return _key_trie(names, tail, other) if text is None else text
+
+
+def _key_trie(names: tuple[str, ...], tail: str, other: str) -> str:
+    """``_key_not_in``'s text in Python (the reference of ``regex.lower.key_trie_text``)."""
     trie: dict = {}
     for name in names:
         node = trie

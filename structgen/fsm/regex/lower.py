@@ -59,7 +59,14 @@ assert (EMPTY, EPS, BYTES, CONCAT, ALT, REPEAT, UNTIL, INF, MAX_DEPTH, _SPINE_MA
 )
 assert PLACEHOLDER_BASE == 0xF0000
 
-__all__ = ["fast_lower", "plain_tree", "HAVE_C_LOWER", "use_extension"]
+__all__ = [
+    "fast_lower",
+    "plain_tree",
+    "HAVE_C_LOWER",
+    "use_extension",
+    "ascii_class",
+    "key_trie_text",
+]
 
 HAVE_C_LOWER = _EXT is not None  # the extension is built
 _c = _EXT  # the C token loop in use, None: the Python loop (use_extension)
@@ -129,6 +136,43 @@ def ascii_class(mask: int) -> str:
     """
     if mask <= 0 or mask >> 0x80:
         raise ValueError(f"ascii_class needs a nonempty mask of bytes below 0x80, got {mask:#x}")
+    token = _c.ascii_class_text(mask) if _c is not None else _ascii_class_text(mask)
+    _keep_class(token, mask)
+    return token
+
+
+def _keep_class(token: str, mask: int) -> None:
+    """Keep ``ascii_class``'s ``token`` (of byte set ``mask``) as an atom recipe."""
+    if token not in _ATOM_RECIPES:
+        if len(_ATOM_RECIPES) >= _ATOM_RECIPES_MAX:
+            _ATOM_RECIPES.clear()
+        _ATOM_RECIPES[token] = ((BYTES, mask),)  # export_term of arena.byteset(mask)
+
+
+def key_trie_text(names: tuple[str, ...], tail: str, other: str) -> str | None:
+    """``json_schema.objects``' key trie text (the canonically spelled keys other than
+    ``names``, ``tail`` after a unit leaving the trie, ``other`` for a non-ASCII unit or an
+    escape) written in C (``csrc/regexlower.c``'s ``key_trie_text``), its node classes kept
+    as atom recipes in the order ``ascii_class`` keeps them on the Python path; None where
+    the C path is off or a name holds a character other than printable ASCII (the quote and
+    backslash excluded: units of their own) or is longer than 512 (the caller writes it).
+    Raises: never.
+    """
+    if _c is None:
+        return None
+    done = _c.key_trie_text(names, tail, other)
+    if done is None:
+        return None
+    text, classes = done
+    for token, mask in classes:
+        _keep_class(token, mask)
+    return text
+
+
+def _ascii_class_text(mask: int) -> str:
+    """``ascii_class``'s token of a nonempty ``mask`` of bytes below 0x80, in Python (the
+    reference of ``csrc/regexlower.c``'s ``ascii_class_text``). Raises: never.
+    """
     parts, rest = [], mask
     while rest:
         code = (rest & -rest).bit_length() - 1  # the lowest set bit starts a run
@@ -137,12 +181,7 @@ def ascii_class(mask: int) -> str:
         text = _ASCII_CLASS_CHARS[code]
         parts.append(text if end == code else text + "-" + _ASCII_CLASS_CHARS[end])
         rest = run >> (end + 1 - code) << (end + 1)
-    token = "[" + "".join(parts) + "]"
-    if token not in _ATOM_RECIPES:
-        if len(_ATOM_RECIPES) >= _ATOM_RECIPES_MAX:
-            _ATOM_RECIPES.clear()
-        _ATOM_RECIPES[token] = ((BYTES, mask),)  # export_term of arena.byteset(mask)
-    return token
+    return "[" + "".join(parts) + "]"
 
 
 class _Bail(Exception):

@@ -397,7 +397,7 @@ def lower(
     shared: list[int] = []
     memo: dict[str, int] = {}  # group text -> term (``lower.fast_lower``), same placeholders
     texts = list(definitions or ())
-    ready = _reused_terms(texts, reusable, arena, deadline) if reusable else {}
+    ready = _reused_terms(texts, reusable, arena, deadline, memo) if reusable else {}
     for i, text in enumerate(texts):
         term = ready.get(i)
         shared.append(
@@ -410,25 +410,32 @@ def lower(
 
 
 def _reused_terms(
-    texts: list[str], reusable: frozenset[int] | set[int], arena: TermArena, deadline: Deadline
+    texts: list[str],
+    reusable: frozenset[int] | set[int],
+    arena: TermArena,
+    deadline: Deadline,
+    memo: dict[str, int],
 ) -> dict[int, int]:
     """Definition index -> term of the ``reusable`` definitions, restored from the process's
     run (``reused``) or lowered first into the empty ``arena`` and kept; empty when the
     arena holds terms already or the run refers outside itself (lowered as usual then).
+    ``memo`` (the spec's group memo) receives the run's groups without a placeholder either
+    way (``reused.restore``).
     """
     order = sorted(i for i in reusable if 0 <= i < len(texts))
     key = reused.run_key(texts, order) if order and arena.is_fresh else None
     if key is None:
         return {}
-    terms = reused.restore(key, arena)
+    terms = reused.restore(key, arena, memo)
     if terms is None:
         run = reused.lowering_texts(key)
         if run is None:
             return {}
-        terms, memo = [], {}  # a memo of the run's own: lowering it depends on its texts only
+        terms, own = [], {}  # a memo of the run's own: lowering it depends on its texts only
         for k, text in enumerate(run):
-            terms.append(_lower_definition(text, k, arena, deadline, terms, memo))
-        reused.keep(key, arena, terms)
+            terms.append(_lower_definition(text, k, arena, deadline, terms, own))
+        reused.keep(key, arena, terms, own)
+        reused.restore_groups(key, memo)
     return dict(zip(order, terms))
 
 
@@ -527,14 +534,15 @@ class SharedDefinitions:
         if not order and not seeds:
             return
         key = reused.lexer_key(run, seeds)
-        terms = reused.restore(key, self.arena)
+        terms = reused.restore(key, self.arena, self._memo)
         if terms is None:
             terms, memo = [], {}  # a memo of the run's own: lowering it depends on its texts
             for k, text in enumerate(reused.lowering_texts(run) or ()):
                 terms.append(_lower_definition(text, k, self.arena, self.deadline, terms, memo))
             for text in seeds:
                 terms.append(_lower_text(text, self.arena, self.deadline, [], memo, True))
-            reused.keep(key, self.arena, terms)
+            reused.keep(key, self.arena, terms, memo)
+            reused.restore_groups(key, self._memo)
         for i, term in zip(order, terms):
             self._terms[i] = term
         self._seeded = dict(zip(seeds, terms[len(order) :]))

@@ -21,6 +21,14 @@ hence the same automaton (character classes come from ``lower``'s atom recipes e
 whether an atom was built or imported can change the ids its intermediate terms took, never
 a language: ``tests/fsm/regex/test_reused.py`` compares the arenas and the masks).
 
+With the snapshot a run keeps the groups of its own lowering memo whose text holds no
+placeholder (the JSON string, the number, the escape classes: ``lower.fast_lower``'s memo
+keys), and hands them to the spec's memo when it restores the run: a key without a
+placeholder lowers to the same term under any binding, and the terms are the restored
+arena's, so the spec's own texts that repeat those groups take them instead of lowering them
+again (their terms may be the run's where a fresh lowering would build equal ones under new
+ids: the same languages, ``tests/fsm/regex/test_reused_groups.py``).
+
 The store survives ``clear_cache``, as the atom recipes do: it holds no vocabulary and no
 per-schema term. Bounded: ``MAX_ENTRIES`` runs of ``parse.lower`` (one per whitespace option
 and mix of reusable definitions in use: each bounded string body, a ``format`` with its
@@ -43,6 +51,7 @@ __all__ = [
     "lexer_key",
     "lowering_texts",
     "restore",
+    "restore_groups",
     "keep",
     "clear",
     "num_entries",
@@ -61,9 +70,13 @@ RUN_BASE = 0x100000  # a run member's placeholder in a key (plane 16: never a pl
 _OUTSIDE = re.compile(f"[{chr(PLACEHOLDER_BASE)}-{chr(RUN_BASE - 1)}]")
 
 _LEXERS = object()  # the first item of a lexer_key (no run key holds it)
-# run key -> (snapshot, each definition's term); locked: compiles run on several threads
-_runs: LRUCache[tuple, tuple[TermArena, tuple[int, ...]]] = LRUCache(MAX_ENTRIES)
-_lexer_runs: LRUCache[tuple, tuple[TermArena, tuple[int, ...]]] = LRUCache(MAX_LEXER_ENTRIES)
+# any placeholder or marker code point (definitions): a memo key holding one is left out
+_RESERVED = re.compile(f"[{chr(PLACEHOLDER_BASE)}-\U0010ffff]")
+# run key -> (snapshot, each definition's term, the run's group memo without placeholders);
+# locked: compiles run on several threads
+_Run = tuple[TermArena, tuple[int, ...], dict]
+_runs: LRUCache[tuple, _Run] = LRUCache(MAX_ENTRIES)
+_lexer_runs: LRUCache[tuple, _Run] = LRUCache(MAX_LEXER_ENTRIES)
 
 
 def run_key(texts: list[str], order: list[int]) -> tuple[str, ...] | None:
@@ -114,9 +127,18 @@ def lowering_texts(key: tuple[str, ...]) -> list[str] | None:
     return [renumber_placeholders(text, table) for text in key]
 
 
-def restore(key: tuple, arena: TermArena) -> list[int] | None:
+def restore(key: tuple, arena: TermArena, memo: dict | None = None) -> list[int] | None:
     """The terms of the run ``key`` (``run_key`` or ``lexer_key``) restored into the empty
     ``arena``, or None when the store does not hold it (the caller lowers it, then ``keep``).
+
+    Args:
+        key: the run's key.
+        arena: an empty arena (mutated: it holds the run's terms, under the snapshot's ids).
+        memo: a group memo (``lower.fast_lower``'s) to receive the entries of the run's own
+            memo whose key holds no placeholder or marker (``keep``): their terms are this
+            arena's now, and a key without a placeholder lowers to the same term under any
+            placeholder binding, so the spec's texts take those groups (the JSON string,
+            the number, the escapes) from it instead of lowering them again.
 
     Raises:
         GrammarTooComplexError: the run holds more terms than ``arena.max_terms``.
@@ -124,16 +146,32 @@ def restore(key: tuple, arena: TermArena) -> list[int] | None:
     hit = _store(key).get(key)
     if hit is None:
         return None
-    snapshot, terms = hit
+    snapshot, terms, groups = hit
     arena.restore(snapshot)
+    if memo is not None:
+        memo.update(groups)
     return list(terms)
 
 
-def keep(key: tuple, arena: TermArena, terms: list[int]) -> None:
+def keep(key: tuple, arena: TermArena, terms: list[int], memo: dict | None = None) -> None:
     """Keep a snapshot of ``arena``, which holds exactly the run ``key`` lowered from empty
-    (``terms``: each definition's term). Raises: never.
+    (``terms``: each definition's term; ``memo``: the group memo the run was lowered with,
+    of which the entries whose key holds no placeholder or marker are kept for ``restore``).
+    Raises: never.
     """
-    _store(key).put(key, (arena.snapshot(), tuple(terms)))
+    groups = {k: v for k, v in (memo or {}).items() if not _RESERVED.search(k)}
+    _store(key).put(key, (arena.snapshot(), tuple(terms), groups))
+
+
+def restore_groups(key: tuple, memo: dict) -> None:
+    """Copy the kept run ``key``'s groups without a placeholder into ``memo`` (what
+    ``restore`` gives its ``memo``), after ``keep``: the compile that lowered the run reads
+    its groups as later ones do. Nothing when the store does not hold ``key``.
+    Raises: never.
+    """
+    hit = _store(key).get(key)
+    if hit is not None:
+        memo.update(hit[2])
 
 
 def clear() -> None:

@@ -89,6 +89,8 @@
  *   in the index's mask cache and its form in forms) and written: True; None where that work
  *   takes another way (a count view, a head split, a byte-class table; settings without
  *   walk_direct), nothing changed.
+ *   cold_mask(plan, forms, state) -> the mask or None: that cold mask made and stored
+ *   without a write (a destination fill_row does not take: an ndarray bitmask).
  *   cold_step(plan, state, token) -> int or None: TokenIndex.token_step's work (the step
  *   memo missed) in one call: -1 for an id out of range or never allowed (not memoised), the
  *   cached row's entry, -1 where the cached mask refuses the token, else walk_bytes_direct;
@@ -1023,10 +1025,11 @@ static int cp_lru_put(PyObject *lru, PyObject *state, PyObject *mask) {
 
 /* The cold mask of state (a Python int) for forms (TokenIndex.fill_forms, no entry for it): its
  * mask walked whole (walk_direct_whole), its EOS bits set where it accepts, stored in the index's
- * mask cache and its form in forms, and the form written into out[0 .. cols). 1 done, 0 declined
- * (nothing changed: the caller's Python path), -1 with an error set. */
+ * mask cache and its form in forms, and the form written into out[0 .. cols) (out NULL: not
+ * written; made not NULL: *made = a new reference to the mask). 1 done, 0 declined (nothing
+ * changed: the caller's Python path), -1 with an error set. */
 static int cold_mask(PyObject *plan, PyObject *forms, PyObject *state, int32_t *out,
-                     Py_ssize_t cols) {
+                     Py_ssize_t cols, PyObject **made) {
     if (!PyTuple_CheckExact(plan) || PyTuple_GET_SIZE(plan) != CP_SIZE) {
         PyErr_SetString(PyExc_TypeError, "fill_row: the cold plan is not TokenIndex.cold_plan's");
         return -1;
@@ -1150,7 +1153,8 @@ static int cold_mask(PyObject *plan, PyObject *forms, PyObject *state, int32_t *
             kept = entry == NULL || PyDict_SetItem(forms, state, entry) < 0 ? -1 : 1;
             Py_XDECREF(entry);
         }
-        rc = kept < 0 || write_words(out, cols, form) < 0 ? -1 : 1;
+        rc = kept < 0 || (out && write_words(out, cols, form) < 0) ? -1 : 1;
+        if (rc == 1 && made) *made = Py_NewRef(arr);
         Py_XDECREF(form);
         Py_XDECREF(data);
     }
@@ -1160,6 +1164,28 @@ static int cold_mask(PyObject *plan, PyObject *forms, PyObject *state, int32_t *
     Py_XDECREF(below);
     Py_XDECREF(firsts);
     return rc;
+}
+
+/* cold_mask(plan, forms, state) -> the mask or None: fill_row's cold mask without the write,
+ * for a destination fill_row does not take (an ndarray bitmask, a tensor written first): the
+ * mask (int32 [num_words], read-only) made and stored as there; None, nothing changed, where
+ * that work takes another way or state already has a form or a cached mask. */
+static PyObject *cold_mask_py(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 3 || !PyDict_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "cold_mask(TokenIndex.cold_plan, fill_forms, state)");
+        return NULL;
+    }
+    int has = PyDict_Contains(args[1], args[2]);
+    if (has) {
+        if (has < 0) return NULL;
+        Py_RETURN_NONE;
+    }
+    PyObject *made = NULL;
+    int done = cold_mask(args[0], args[1], args[2], NULL, 0, &made);
+    if (done < 0) return NULL;
+    if (!done || !made) Py_RETURN_NONE;
+    return made;
 }
 
 /* cold_step(plan, state, token) -> int or None: TokenIndex.token_step for the matcher's cold
@@ -1296,7 +1322,7 @@ static PyObject *fill_row(PyObject *self, PyObject *const *args, Py_ssize_t narg
         if (!entry) {
             if (PyErr_Occurred()) return NULL;
             if (nargs == 6 && args[5] != Py_None) { /* the cold mask, in this call */
-                int done = cold_mask(args[5], args[3], args[4], out, cols);
+                int done = cold_mask(args[5], args[3], args[4], out, cols, NULL);
                 if (done < 0) return NULL;
                 if (done) Py_RETURN_TRUE;
             }
@@ -1755,6 +1781,8 @@ static PyMethodDef methods[] = {
      "walk_bytes(data, state, row_tables) -> state after data, -1 if it dies"},
     {"build_row_direct", (PyCFunction)(void (*)(void))build_row_direct, METH_FASTCALL,
      "build_row_direct(dfa, state) -> bool: a ByteDFA's whole row built in C (False: declined)"},
+    {"cold_mask", (PyCFunction)(void (*)(void))cold_mask_py, METH_FASTCALL,
+     "cold_mask(cold_plan, fill_forms, state) -> mask | None"},
     {"cold_step", (PyCFunction)(void (*)(void))cold_step, METH_FASTCALL,
      "cold_step(cold_plan, state, token) -> int | None"},
     {"walk_bytes_direct", (PyCFunction)(void (*)(void))walk_bytes_direct, METH_FASTCALL,

@@ -27,7 +27,7 @@ import numpy as np
 from .base import BaseMatcher
 from .index import masks
 from .index.budget import budget_for
-from .index.token_index import TokenIndex, cold_step
+from .index.token_index import TokenIndex, cold_mask, cold_step
 from .index.vocabulary import MARKER_BYTE
 
 if TYPE_CHECKING:
@@ -170,6 +170,8 @@ class Matcher(BaseMatcher):
         if not eos_taken:
             if not free:
                 words = self._budget.mask(state, self.remaining_tokens())
+            if words is None and self._cold is not None and state not in self._forms:
+                words = cold_mask(self._cold, self._forms, state)  # None: declined
             if words is None:
                 words = self._index.bitmask(state)
         masks.write(bitmask, row, words)

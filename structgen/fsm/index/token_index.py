@@ -48,11 +48,21 @@ from .masks import row_form
 from .trie import set_bits, walk_bytes
 from .vocabulary import MARKER_BYTE, ONLY_BYTE, WILDCARD_BYTE, Vocabulary, wildcard_ids
 
-__all__ = ["TokenIndex", "pack_bitmask", "cold_step", "MAX_CACHE_BYTES", "MAX_STEP_MEMO"]
+__all__ = [
+    "TokenIndex",
+    "pack_bitmask",
+    "cold_mask",
+    "cold_step",
+    "MAX_CACHE_BYTES",
+    "MAX_STEP_MEMO",
+]
 
 # cold_step(plan, state, token) -> int | None: ``token_step`` in one C call where
-# ``TokenIndex.cold_plan`` has a plan (None: an extension without it)
+# ``TokenIndex.cold_plan`` has a plan; cold_mask(plan, fill_forms, state) -> mask | None: the
+# first mask of a state without a form (``cold_plan``'s) where no write comes with it (None:
+# an extension without them)
 cold_step = getattr(trie._EXT, "cold_step", None)
+cold_mask = getattr(trie._EXT, "cold_mask", None)
 
 MAX_CACHE_BYTES = 256 << 20
 MAX_STEP_MEMO = 1 << 16  # memoised (state, token) steps per index (~10 MB at most)
@@ -209,8 +219,11 @@ class TokenIndex:
         mask, rows, states, cached mask and form as ``fill_form``; any other state is
         declined (None), as are the settings ``walk_bytes`` and ``trie.walk`` read
         (``trie.use_extension``, ``use_direct_rows``, ``terms.use_extension``) when they
-        leave ``walk_direct``. ``cold_step(plan, state, token)`` is ``token_step`` where the
-        state has a cached row or mask (None: declined, nothing done). Raises: never.
+        leave ``walk_direct``. ``cold_mask(plan, fill_forms, state)`` is that work without
+        the write (the mask, or None: declined or already made), for a destination
+        ``fill_row`` does not take (an ``ndarray``). ``cold_step(plan, state, token)`` is
+        ``token_step`` where the state has a cached row or mask (None: declined, nothing
+        done). Raises: never.
         """
         plan = self.__dict__.get("_cold_plan", False)
         if plan is False:
@@ -222,6 +235,7 @@ class TokenIndex:
         dfa, tt = self.dfa, self._trie
         usable = (
             cold_step is not None
+            and cold_mask is not None
             and self._regex
             and self._counts is not None
             and not self._reads_wildcards

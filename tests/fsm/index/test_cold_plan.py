@@ -265,3 +265,47 @@ def test_no_plan_where_it_does_not_apply(tiny_vocab: Vocabulary) -> None:
         run, _ = _force(grammar, [4, 6, 2, 3], cold=cold)
         masks.append([(s, a.tobytes()) for s, a, _ in run])
     assert masks[0] == masks[1]
+
+
+def test_ndarray_bitmask_takes_the_cold_mask(smollm2_tokenizer, smollm2_vocab, monkeypatch):
+    """An ``ndarray`` bitmask (the torch-free engine's: ``fill_row`` does not take it) gets a
+    state's first mask from ``cold_mask`` (no Python walk for the whole-walk states): the same
+    rows and states as the plan off, along nested; ``cold_mask`` returns the cached mask
+    itself, and None for a state that has a form already."""
+    schema, _, ids = _case("nested", smollm2_tokenizer)
+    vocab = smollm2_vocab
+    walks = {"n": 0}
+    original = TokenIndex._walk
+
+    def counted(index, *args, **kwargs):
+        walks["n"] += 1
+        return original(index, *args, **kwargs)
+
+    monkeypatch.setattr(TokenIndex, "_walk", counted)
+    runs = []
+    for cold in (False, True):
+        grammar = _compile(schema, vocab)
+        m = grammar.matcher()
+        if not cold:
+            m._cold = None
+        bitmask = np.zeros((2, (vocab.vocab_size + 31) // 32), np.int32)
+        walks["n"] = 0
+        run = []
+        for tok in ids:
+            m.fill_bitmask(bitmask, 1)
+            run.append((m.state, bitmask[1].copy()))
+            assert m.advance(tok)
+        runs.append((run, walks["n"], m._index))
+    (off, walks_off, _), (on, walks_on, index) = runs
+    assert [s for s, _ in off] == [s for s, _ in on]
+    for (s, a), (_, b) in zip(off, on):
+        assert np.array_equal(a, b), s
+    assert walks_on < walks_off // 2, (walks_on, walks_off)
+    state = on[-1][0]
+    assert state in index.fill_forms
+    assert token_index.cold_mask(index.cold_plan, index.fill_forms, state) is None
+    index._masks.pop(state)
+    index.fill_forms.pop(state, None)
+    made = token_index.cold_mask(index.cold_plan, index.fill_forms, state)
+    assert made is not None and made is index._masks.peek(state) and not made.flags.writeable
+    assert np.array_equal(made, on[-1][1])

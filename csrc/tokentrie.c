@@ -82,6 +82,19 @@
  *   fill_row(dst, tensor, row, forms, state) -> bool or None: the same with the mask
  *   taken from the dict forms (TokenIndex.fill_forms: state -> [form, used], used set to
  *   True here); None without writing when dst is current but state has no entry.
+ *   fill_row(dst, tensor, row, forms, state, plan) -> the same; where state has no entry and
+ *   plan is TokenIndex.cold_plan's tuple (a regex ByteDFA), the state's first mask is made
+ *   here (cold_mask: TokenIndex.fill_form's work for a state whose mask is the whole trie
+ *   walk, walk_direct_whole's, the EOS bits of an accepting state, the mask stored read-only
+ *   in the index's mask cache and its form in forms) and written: True; None where that work
+ *   takes another way (a count view, a head split, a byte-class table; settings without
+ *   walk_direct), nothing changed.
+ *   cold_mask(plan, forms, state) -> the mask or None: that cold mask made and stored
+ *   without a write (a destination fill_row does not take: an ndarray bitmask).
+ *   cold_step(plan, state, token) -> int or None: TokenIndex.token_step's work (the step
+ *   memo missed) in one call: -1 for an id out of range or never allowed (not memoised), the
+ *   cached row's entry, -1 where the cached mask refuses the token, else walk_bytes_direct;
+ *   memoised as there. None, nothing done, for a state with neither a row nor a mask cached.
  *
  *   count_reach(kind, args, nullable, depth, t, budget, limits) -> bool: whether a regex
  *   state's term meets a bounded repetition CountView.canonical would share (csrc/count_reach.h).
@@ -412,8 +425,10 @@ static int row_whole(DfaView *v, long s) {
     return dfa_build(v, s, -1);
 }
 
-static PyObject *walk_impl(PyObject *const *args, Py_ssize_t nargs, int fused, int direct,
-                           int whole) {
+/* walk_impl with the mask's words given (cold_mask: a new bytes object's, zeroed): args[6]
+ * is not read when mask_given is not NULL. */
+static PyObject *walk_into(PyObject *const *args, Py_ssize_t nargs, int fused, int direct,
+                           int whole, const Py_buffer *mask_given) {
     if (nargs < 9 + direct || nargs > 11 + direct) {
         PyErr_Format(PyExc_TypeError,
                      "%s(byte, depth, skip, token, stack, out, mask, state, row_tables%s[, below"
@@ -438,6 +453,10 @@ static PyObject *walk_impl(PyObject *const *args, Py_ssize_t nargs, int fused, i
     for (; got < 7; got++) {
         if (got == 5 && !has_out) { /* no out: an empty buffer stands in for it */
             memset(&b[got], 0, sizeof(Py_buffer));
+            continue;
+        }
+        if (got == 6 && mask_given) { /* (no object: releasing it is a no-op) */
+            b[got] = *mask_given;
             continue;
         }
         if (get(args[got], &b[got], got >= 4, size[got], names[got]) < 0) break;
@@ -524,6 +543,11 @@ static PyObject *walk_impl(PyObject *const *args, Py_ssize_t nargs, int fused, i
     if (declined) Py_RETURN_NONE;
     if (visited < 0) return NULL;
     return PyLong_FromLong(visited);
+}
+
+static PyObject *walk_impl(PyObject *const *args, Py_ssize_t nargs, int fused, int direct,
+                           int whole) {
+    return walk_into(args, nargs, fused, direct, whole, NULL);
 }
 
 static PyObject *walk(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -768,16 +792,501 @@ static int write_words(int32_t *out, Py_ssize_t cols, PyObject *words) {
     return 0;
 }
 
+/* ---- the regex automaton's cold mask and cold step in one call each --------------------------
+ * (TokenIndex.cold_plan, Matcher.fill_bitmask / advance): what TokenIndex.fill_form and
+ * token_step do in Python for a ByteDFA state whose mask is the whole trie walk, done here.
+ * The plan is a tuple (CP_* below) built once per index; the settings it depends on (trie._c,
+ * trie._direct, trie._below, terms._c) are read from their modules at each call, so a switch
+ * mid-life is seen. Anything else declines (0 / None): the caller's Python path then does the
+ * work, with the same result. */
+enum {
+    CP_TRIE_MOD, CP_TERMS_MOD, CP_TRIE, CP_BYTE, CP_DEPTH, CP_SKIP, CP_TOKEN, CP_STACK,
+    CP_ROW_TABLES, CP_DFA, CP_DUPS, CP_EOS, CP_MASKS, CP_FROMBUFFER, CP_DTYPE, CP_ARENA,
+    CP_COUNTS, CP_LEXICAL, CP_CLASSES, CP_LIMITS, CP_NUM_WORDS, CP_NEVER, CP_TOKEN_BYTES,
+    CP_ROWS, CP_STEPS, CP_MAX_STEPS, CP_SIZE
+};
+
+static PyObject *cp_names[12]; /* interned attribute names, made on first use */
+static const char *const CP_NAMES[12] = {"_c", "_direct", "_below", "_terms", "subtree_tables",
+                                         "first_nodes", "_accepting", "_data", "_max_bytes",
+                                         "_max_entries", "put", "_num_boolean"};
+enum { N_C, N_DIRECT, N_BELOW, N_TERMS, N_SUBTREE, N_FIRSTS, N_ACCEPTING, N_DATA, N_MAX_BYTES,
+       N_MAX_ENTRIES, N_PUT, N_NUM_BOOLEAN };
+static PyObject *cp_count_names[5];
+static const char *const CP_COUNT_NAMES[5] = {"_compiled_counts", "max_byte_count", "_lists",
+                                              "reach", "_limits"};
+
+static PyObject *cp_attr(PyObject *obj, int k) { return attr_named(obj, &cp_names[k], CP_NAMES[k]); }
+
+/* 1 when obj.<name> is truthy (is_none: is not None), 0 when not, -1 with an error set */
+static int cp_flag(PyObject *obj, int k, int is_none) {
+    PyObject *v = cp_attr(obj, k);
+    if (v == NULL) return -1;
+    int r = is_none ? v != Py_None : PyObject_IsTrue(v);
+    Py_DECREF(v);
+    return r;
+}
+
+static long cp_long(PyObject *list, Py_ssize_t t) { return PyLong_AsLong(PyList_GET_ITEM(list, t)); }
+
+static int popcount256(const Mask256 *m) {
+    return __builtin_popcountll(m->w[0]) + __builtin_popcountll(m->w[1])
+           + __builtin_popcountll(m->w[2]) + __builtin_popcountll(m->w[3]);
+}
+
+/* 1 when lexical_masks.split_key could give term t a key (a CONCAT whose head, as split_key
+ * finds it, MIN_HEAD_BYTES or more bytes can start), 0 when it gives None for certain, -1 on
+ * error (the arena holds no AND / NOT: checked by the caller) */
+static int cp_head_wide(PyObject *kind, PyObject *args, PyObject *first, Py_ssize_t n, Py_ssize_t t,
+                        long min_head) {
+    if (t < 0 || t >= n) return 1; /* (not complete: the caller's Python path answers) */
+    if (cp_long(kind, t) != K_CONCAT) return 0;
+    PyObject *a = PyList_GET_ITEM(args, t);
+    if (!PyTuple_Check(a) || PyTuple_GET_SIZE(a) != 2) return 1;
+    Py_ssize_t head = PyLong_AsSsize_t(PyTuple_GET_ITEM(a, 0));
+    Py_ssize_t rest = PyLong_AsSsize_t(PyTuple_GET_ITEM(a, 1));
+    if (PyErr_Occurred()) return -1;
+    if (rest < 0 || rest >= n || head < 0 || head >= n) return 1;
+    if (cp_long(kind, rest) == K_CONCAT) { /* x x{lo,hi} r: the head is x{lo,hi} */
+        PyObject *ra = PyList_GET_ITEM(args, rest);
+        if (!PyTuple_Check(ra) || PyTuple_GET_SIZE(ra) != 2) return 1;
+        Py_ssize_t star = PyLong_AsSsize_t(PyTuple_GET_ITEM(ra, 0));
+        if (star < 0 || star >= n) return PyErr_Occurred() ? -1 : 1;
+        if (cp_long(kind, star) == K_REPEAT) {
+            PyObject *sa = PyList_GET_ITEM(args, star);
+            if (!PyTuple_Check(sa) || PyTuple_GET_SIZE(sa) < 1) return 1;
+            Py_ssize_t x = PyLong_AsSsize_t(PyTuple_GET_ITEM(sa, 0));
+            if (PyErr_Occurred()) return -1;
+            if (x == head) head = star;
+        }
+    }
+    for (int guard = 0; cp_long(kind, head) == K_CONCAT; guard++) { /* a spine: its first */
+        PyObject *ha = PyList_GET_ITEM(args, head);
+        if (guard > 1 << 20 || !PyTuple_Check(ha) || PyTuple_GET_SIZE(ha) != 2) return 1;
+        head = PyLong_AsSsize_t(PyTuple_GET_ITEM(ha, 0));
+        if (head < 0 || head >= n) return PyErr_Occurred() ? -1 : 1;
+    }
+    if (PyErr_Occurred()) return -1;
+    Mask256 m;
+    if (mask_of(PyList_GET_ITEM(first, head), &m) < 0) return -1;
+    return popcount256(&m) >= min_head;
+}
+
+/* CountView.may_share(t) through the view's own attributes: 1 / 0, -1 with an error set */
+static int cp_may_share(PyObject *counts, PyObject *arena, Py_ssize_t t, long min_shared) {
+    PyObject *v[5];
+    for (int k = 0; k < 5; k++) {
+        v[k] = attr_named(k == 1 ? arena : counts, &cp_count_names[k], CP_COUNT_NAMES[k]);
+        if (v[k] == NULL) {
+            while (k--) Py_DECREF(v[k]);
+            return -1;
+        }
+    }
+    int r = PyObject_IsTrue(v[0]);
+    long mbc = PyLong_AsLong(v[1]);
+    if (r == 0 && mbc < min_shared && !PyErr_Occurred()) {
+        r = 0;
+    } else if (r >= 0 && !PyErr_Occurred()) {
+        if (!PyTuple_Check(v[2]) || PyTuple_GET_SIZE(v[2]) != 4) {
+            PyErr_SetString(PyExc_TypeError, "cold plan: CountView._lists is not 4 lists");
+            r = -1;
+        } else {
+            PyObject *argv[7], *tv = PyLong_FromSsize_t(t);
+            for (int k = 0; k < 4; k++) argv[k] = PyTuple_GET_ITEM(v[2], k);
+            argv[4] = tv;
+            argv[5] = v[3];
+            argv[6] = v[4];
+            PyObject *res = tv ? count_reach(NULL, argv, 7) : NULL;
+            Py_XDECREF(tv);
+            r = res == NULL ? -1 : res == Py_True;
+            Py_XDECREF(res);
+        }
+    } else {
+        r = -1;
+    }
+    for (int k = 0; k < 5; k++) Py_DECREF(v[k]);
+    return r;
+}
+
+/* 1 when TokenIndex._walk gives regex term t its mask by the whole trie walk for certain (no
+ * count view to share, no head split, no alternation of splits, no byte-class table), 0 when
+ * it may take another way, -1 with an error set */
+static int cp_whole(PyObject *plan, Py_ssize_t t) {
+    PyObject *arena = PyTuple_GET_ITEM(plan, CP_ARENA), *limits = PyTuple_GET_ITEM(plan, CP_LIMITS);
+    long lim[3];
+    for (int k = 0; k < 3; k++) {
+        lim[k] = PyLong_AsLong(PyTuple_GET_ITEM(limits, k)); /* head, class, shared */
+        if (lim[k] == -1 && PyErr_Occurred()) return -1;
+    }
+    PyObject *nb = cp_attr(arena, N_NUM_BOOLEAN);
+    if (nb == NULL) return -1;
+    int boolean = PyObject_IsTrue(nb);
+    Py_DECREF(nb);
+    if (boolean) return boolean < 0 ? -1 : 0; /* (split_key's has_boolean: Python decides) */
+    PyObject *counts = PyTuple_GET_ITEM(plan, CP_COUNTS);
+    int share = cp_may_share(counts, arena, t, lim[2]);
+    if (share) return share < 0 ? -1 : 0;
+    PyObject *kind = PyObject_GetAttrString(arena, "kind");
+    PyObject *args = kind ? PyObject_GetAttrString(arena, "args") : NULL;
+    PyObject *first = args ? PyObject_GetAttrString(arena, "first") : NULL;
+    int r = -1;
+    if (first && (!PyList_CheckExact(kind) || !PyList_CheckExact(args) || !PyList_CheckExact(first)))
+        PyErr_SetString(PyExc_TypeError, "cold plan: the arena's kind, args, first are not lists");
+    else if (first) {
+        Py_ssize_t n = PyList_GET_SIZE(kind);
+        if (PyList_GET_SIZE(args) < n) n = PyList_GET_SIZE(args);
+        if (PyList_GET_SIZE(first) < n) n = PyList_GET_SIZE(first);
+        r = t >= 0 && t < n ? 1 : 0;
+        if (r == 1 && PyTuple_GET_ITEM(plan, CP_LEXICAL) == Py_True) {
+            long k = cp_long(kind, t);
+            if (k == K_CONCAT) {
+                int wide = cp_head_wide(kind, args, first, n, t, lim[0]);
+                r = wide < 0 ? -1 : !wide;
+            } else if (k == K_ALT) {
+                PyObject *members = PyList_GET_ITEM(args, t);
+                if (!PyTuple_Check(members)) r = 0;
+                for (Py_ssize_t j = 0; r == 1 && j < PyTuple_GET_SIZE(members); j++) {
+                    Py_ssize_t u = PyLong_AsSsize_t(PyTuple_GET_ITEM(members, j));
+                    int wide = u == -1 && PyErr_Occurred()
+                                   ? -1 : cp_head_wide(kind, args, first, n, u, lim[0]);
+                    r = wide < 0 ? -1 : !wide;
+                }
+            }
+        }
+        if (r == 1) { /* _walk_by_class: a table class it may start with lim[1] bytes of */
+            Mask256 m;
+            PyObject *classes = PyTuple_GET_ITEM(plan, CP_CLASSES);
+            if (mask_of(PyList_GET_ITEM(first, t), &m) < 0) {
+                r = -1;
+            } else if (!PyBytes_Check(classes) || PyBytes_GET_SIZE(classes) % 32) {
+                PyErr_SetString(PyExc_TypeError, "cold plan: classes are not 256-bit masks");
+                r = -1;
+            } else {
+                const unsigned char *c = (const unsigned char *)PyBytes_AS_STRING(classes);
+                for (Py_ssize_t j = 0; r == 1 && j < PyBytes_GET_SIZE(classes) / 32; j++) {
+                    Mask256 both;
+                    for (int w = 0; w < 4; w++) {
+                        uint64_t x;
+                        memcpy(&x, c + 32 * j + 8 * w, 8); /* little-endian words */
+                        both.w[w] = m.w[w] & x;
+                    }
+                    if (popcount256(&both) >= lim[1]) r = 0;
+                }
+            }
+        }
+    }
+    Py_XDECREF(kind);
+    Py_XDECREF(args);
+    Py_XDECREF(first);
+    return r;
+}
+
+/* 1 when the plan's settings are the ones its C path takes: the C walk in use (trie._c), direct
+ * rows (trie._direct) and the C derivatives (terms._c); 0 when not, -1 with an error set */
+static int cp_settings(PyObject *plan) {
+    PyObject *trie_mod = PyTuple_GET_ITEM(plan, CP_TRIE_MOD);
+    int ok = cp_flag(trie_mod, N_C, 1);
+    if (ok == 1) ok = cp_flag(trie_mod, N_DIRECT, 0);
+    if (ok == 1) ok = cp_flag(PyTuple_GET_ITEM(plan, CP_TERMS_MOD), N_C, 1);
+    return ok;
+}
+
+static PyObject *row_form(PyObject *self, PyObject *mask);
+
+/* Store mask under state in the LRU cache lru (LRUCache.put's work: a new key appended to its
+ * ordered dict where no bound is passed, else put itself); 0, or -1 with an error set */
+static int cp_lru_put(PyObject *lru, PyObject *state, PyObject *mask) {
+    PyObject *data = cp_attr(lru, N_DATA);
+    PyObject *max_bytes = data ? cp_attr(lru, N_MAX_BYTES) : NULL;
+    PyObject *max_entries = max_bytes ? cp_attr(lru, N_MAX_ENTRIES) : NULL;
+    int rc = -1;
+    if (max_entries) {
+        int fits = max_bytes == Py_None && PyDict_Check(data);
+        if (fits) fits = !PyDict_Contains(data, state);
+        if (fits == 1 && max_entries != Py_None) {
+            Py_ssize_t bound = PyLong_AsSsize_t(max_entries);
+            fits = bound == -1 && PyErr_Occurred() ? -1 : PyDict_GET_SIZE(data) < bound;
+        }
+        if (fits == 1) { /* an OrderedDict: its own __setitem__ (it appends the new key) */
+            rc = PyObject_SetItem(data, state, mask);
+        } else if (fits == 0) {
+            PyObject *put = cp_attr(lru, N_PUT);
+            PyObject *res = put ? PyObject_CallFunctionObjArgs(put, state, mask, NULL) : NULL;
+            rc = res ? 0 : -1;
+            Py_XDECREF(res);
+            Py_XDECREF(put);
+        }
+    }
+    Py_XDECREF(data);
+    Py_XDECREF(max_bytes);
+    Py_XDECREF(max_entries);
+    return rc;
+}
+
+/* The cold mask of state (a Python int) for forms (TokenIndex.fill_forms, no entry for it): its
+ * mask walked whole (walk_direct_whole), its EOS bits set where it accepts, stored in the index's
+ * mask cache and its form in forms, and the form written into out[0 .. cols) (out NULL: not
+ * written; made not NULL: *made = a new reference to the mask). 1 done, 0 declined (nothing
+ * changed: the caller's Python path), -1 with an error set. */
+static int cold_mask(PyObject *plan, PyObject *forms, PyObject *state, int32_t *out,
+                     Py_ssize_t cols, PyObject **made) {
+    if (!PyTuple_CheckExact(plan) || PyTuple_GET_SIZE(plan) != CP_SIZE) {
+        PyErr_SetString(PyExc_TypeError, "fill_row: the cold plan is not TokenIndex.cold_plan's");
+        return -1;
+    }
+    int ok = cp_settings(plan);
+    if (ok <= 0) return ok;
+    long s = PyLong_AsLong(state);
+    if (s == -1 && PyErr_Occurred()) return -1;
+    PyObject *dfa = PyTuple_GET_ITEM(plan, CP_DFA), *lru = PyTuple_GET_ITEM(plan, CP_MASKS);
+    { /* a mask cached without its form (next_states): bitmask's way, in Python */
+        PyObject *data = cp_attr(lru, N_DATA);
+        if (data == NULL) return -1;
+        int has = PyDict_Check(data) ? PyDict_Contains(data, state) : 1;
+        Py_DECREF(data);
+        if (has) return has < 0 ? -1 : 0;
+    }
+    PyObject *terms = cp_attr(dfa, N_TERMS);
+    if (terms == NULL) return -1;
+    Py_ssize_t t = -1;
+    if (PyList_CheckExact(terms) && s >= 0 && s < PyList_GET_SIZE(terms))
+        t = PyLong_AsSsize_t(PyList_GET_ITEM(terms, s));
+    Py_DECREF(terms);
+    if (t == -1) return PyErr_Occurred() ? -1 : 0;
+    ok = cp_whole(plan, t);
+    if (ok <= 0) return ok;
+    Py_ssize_t words = PyLong_AsSsize_t(PyTuple_GET_ITEM(plan, CP_NUM_WORDS));
+    if (words < 0) return PyErr_Occurred() ? -1 : 0;
+    /* the walk's arguments; the trie's shortcut tables as trie.walk passes them */
+    PyObject *trie_mod = PyTuple_GET_ITEM(plan, CP_TRIE_MOD), *trie = PyTuple_GET_ITEM(plan, CP_TRIE);
+    PyObject *below = NULL, *firsts = NULL;
+    int use_below = cp_flag(trie_mod, N_BELOW, 0);
+    if (use_below < 0) return -1;
+    if (use_below) {
+        below = cp_attr(trie, N_SUBTREE);
+        if (below == NULL) return -1;
+        if (below != Py_None && (firsts = cp_attr(trie, N_FIRSTS)) == NULL) {
+            Py_DECREF(below);
+            return -1;
+        }
+    }
+    PyObject *bytes = PyBytes_FromStringAndSize(NULL, 4 * words);
+    PyObject *argv[12] = {PyTuple_GET_ITEM(plan, CP_BYTE), PyTuple_GET_ITEM(plan, CP_DEPTH),
+                          PyTuple_GET_ITEM(plan, CP_SKIP), PyTuple_GET_ITEM(plan, CP_TOKEN),
+                          PyTuple_GET_ITEM(plan, CP_STACK), Py_None, Py_None, state,
+                          PyTuple_GET_ITEM(plan, CP_ROW_TABLES), dfa, below, firsts};
+    PyObject *res = NULL, *arr = NULL;
+    int rc = -1;
+    if (bytes) {
+        uint32_t *mask = (uint32_t *)PyBytes_AS_STRING(bytes);
+        memset(mask, 0, 4 * words);
+        Py_buffer mb;
+        memset(&mb, 0, sizeof mb);
+        mb.buf = mask;
+        mb.len = 4 * words;
+        mb.itemsize = 4;
+        res = walk_into(argv, firsts ? 12 : 10, 1, 1, 1, &mb);
+        rc = res == NULL ? -1 : res == Py_None ? 0 : 1; /* None: the whole row declined */
+        PyObject *dups = PyTuple_GET_ITEM(plan, CP_DUPS);
+        if (rc == 1 && dups != Py_None) { /* trie.walk's: a duplicate id live with its holder */
+            Py_buffer db;
+            if (get(dups, &db, 0, 16, "dups") < 0) {
+                rc = -1;
+            } else {
+                const int64_t *d = db.buf;
+                for (Py_ssize_t k = 0; k < db.len / 16; k++) {
+                    int64_t dup = d[2 * k], holder = d[2 * k + 1];
+                    if (dup < 0 || holder < 0 || dup >= 32 * words || holder >= 32 * words) {
+                        PyErr_SetString(PyExc_ValueError, "dups: an id outside the mask");
+                        rc = -1;
+                        break;
+                    }
+                    if ((mask[holder >> 5] >> (holder & 31)) & 1)
+                        mask[dup >> 5] |= (uint32_t)1 << (dup & 31);
+                }
+                PyBuffer_Release(&db);
+            }
+        }
+        if (rc == 1) { /* an accepting state allows EOS (TokenIndex._walk's set_bits) */
+            PyObject *acc = cp_attr(dfa, N_ACCEPTING);
+            Py_buffer ab, eb;
+            if (acc == NULL || get(acc, &ab, 0, 1, "_accepting") < 0) {
+                rc = -1;
+            } else {
+                int accepting = s < ab.len && ((const uint8_t *)ab.buf)[s];
+                PyBuffer_Release(&ab);
+                if (accepting && get(PyTuple_GET_ITEM(plan, CP_EOS), &eb, 0, 8, "eos") < 0) {
+                    rc = -1;
+                } else if (accepting) {
+                    const int64_t *e = eb.buf;
+                    for (Py_ssize_t k = 0; k < eb.len / 8; k++) {
+                        if (e[k] < 0 || e[k] >= 32 * words) {
+                            PyErr_SetString(PyExc_IndexError, "eos: an id outside the mask");
+                            rc = -1;
+                            break;
+                        }
+                        mask[e[k] >> 5] |= (uint32_t)1 << (e[k] & 31);
+                    }
+                    PyBuffer_Release(&eb);
+                }
+            }
+            Py_XDECREF(acc);
+        }
+        if (rc == 1) /* read-only int32 [words] over the bytes (np.frombuffer) */
+            arr = PyObject_CallFunctionObjArgs(PyTuple_GET_ITEM(plan, CP_FROMBUFFER), bytes,
+                                               PyTuple_GET_ITEM(plan, CP_DTYPE), NULL);
+        if (rc == 1 && (arr == NULL || cp_lru_put(lru, state, arr) < 0)) rc = -1;
+    }
+    if (rc == 1) { /* fill_form's: the form kept beside the mask while the cache holds it */
+        PyObject *form = row_form(NULL, arr), *data = form ? cp_attr(lru, N_DATA) : NULL;
+        int kept = data ? PyDict_Contains(data, state) : -1;
+        if (form == Py_None) {
+            PyErr_SetString(PyExc_TypeError, "cold mask: no row form");
+            kept = -1;
+        }
+        if (kept == 1) {
+            PyObject *entry = PyList_New(2);
+            if (entry) {
+                PyList_SET_ITEM(entry, 0, Py_NewRef(form));
+                PyList_SET_ITEM(entry, 1, Py_NewRef(Py_True));
+            }
+            kept = entry == NULL || PyDict_SetItem(forms, state, entry) < 0 ? -1 : 1;
+            Py_XDECREF(entry);
+        }
+        rc = kept < 0 || (out && write_words(out, cols, form) < 0) ? -1 : 1;
+        if (rc == 1 && made) *made = Py_NewRef(arr);
+        Py_XDECREF(form);
+        Py_XDECREF(data);
+    }
+    Py_XDECREF(arr);
+    Py_XDECREF(res);
+    Py_XDECREF(bytes);
+    Py_XDECREF(below);
+    Py_XDECREF(firsts);
+    return rc;
+}
+
+/* cold_mask(plan, forms, state) -> the mask or None: fill_row's cold mask without the write,
+ * for a destination fill_row does not take (an ndarray bitmask, a tensor written first): the
+ * mask (int32 [num_words], read-only) made and stored as there; None, nothing changed, where
+ * that work takes another way or state already has a form or a cached mask. */
+static PyObject *cold_mask_py(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 3 || !PyDict_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "cold_mask(TokenIndex.cold_plan, fill_forms, state)");
+        return NULL;
+    }
+    int has = PyDict_Contains(args[1], args[2]);
+    if (has) {
+        if (has < 0) return NULL;
+        Py_RETURN_NONE;
+    }
+    PyObject *made = NULL;
+    int done = cold_mask(args[0], args[1], args[2], NULL, 0, &made);
+    if (done < 0) return NULL;
+    if (!done || !made) Py_RETURN_NONE;
+    return made;
+}
+
+/* cold_step(plan, state, token) -> int or None: TokenIndex.token_step for the matcher's cold
+ * advance (the step memo read and missed): the state after the token's bytes, -1 when refused
+ * (an id out of range or never allowed: not memoised; refused by the state's cached row or
+ * mask), memoised in the index's steps as there; None, nothing done, where that step takes
+ * another way (no cached row or mask: ByteDFA.walk in Python; settings without walk_direct). */
+static PyObject *cold_step(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 3 || !PyTuple_CheckExact(args[0]) || PyTuple_GET_SIZE(args[0]) != CP_SIZE) {
+        PyErr_SetString(PyExc_TypeError, "cold_step(TokenIndex.cold_plan, state, token)");
+        return NULL;
+    }
+    PyObject *plan = args[0], *state = args[1];
+    long s = PyLong_AsLong(state);
+    if (s == -1 && PyErr_Occurred()) return NULL;
+    if (!PyIndex_Check(args[2])) Py_RETURN_NONE; /* (not an id: the Python step answers) */
+    Py_ssize_t tok = PyNumber_AsSsize_t(args[2], NULL); /* clipped: out of range either way */
+    if (tok == -1 && PyErr_Occurred()) return NULL;
+    Py_buffer nb;
+    if (get(PyTuple_GET_ITEM(plan, CP_NEVER), &nb, 0, 1, "never") < 0) return NULL;
+    int never = tok < 0 || tok >= nb.len || ((const uint8_t *)nb.buf)[tok];
+    PyBuffer_Release(&nb);
+    if (never) return PyLong_FromLong(-1);
+    long nxt = -3; /* -3: not known yet */
+    PyObject *rows = cp_attr(PyTuple_GET_ITEM(plan, CP_ROWS), N_DATA);
+    if (rows == NULL) return NULL;
+    PyObject *row = PyDict_Check(rows) ? PyDict_GetItemWithError(rows, state) : NULL;
+    if (row) { /* the cached next-state row */
+        Py_buffer rb;
+        if (get(row, &rb, 0, 4, "row") < 0) {
+            Py_DECREF(rows);
+            return NULL;
+        }
+        nxt = tok < rb.len / 4 ? ((const int32_t *)rb.buf)[tok] : -1;
+        PyBuffer_Release(&rb);
+    }
+    Py_DECREF(rows);
+    if (PyErr_Occurred()) return NULL;
+    if (nxt == -3) {
+        PyObject *masks = cp_attr(PyTuple_GET_ITEM(plan, CP_MASKS), N_DATA);
+        if (masks == NULL) return NULL;
+        PyObject *mask = PyDict_Check(masks) ? PyDict_GetItemWithError(masks, state) : NULL;
+        int bit = -1; /* -1: no cached mask */
+        if (mask) {
+            Py_buffer mb;
+            if (get(mask, &mb, 0, 4, "mask") == 0) {
+                bit = tok < 8 * mb.len && (((const uint32_t *)mb.buf)[tok >> 5] >> (tok & 31)) & 1;
+                PyBuffer_Release(&mb);
+            }
+        }
+        Py_DECREF(masks);
+        if (PyErr_Occurred()) return NULL;
+        if (bit < 0) Py_RETURN_NONE; /* no mask: ByteDFA.walk's whole rows, in Python */
+        if (bit == 0) {
+            nxt = -1; /* refused by the cached mask */
+        } else {
+            int ok = cp_settings(plan);
+            if (ok <= 0) {
+                if (ok < 0) return NULL;
+                Py_RETURN_NONE;
+            }
+            PyObject *data = PyList_GetItem(PyTuple_GET_ITEM(plan, CP_TOKEN_BYTES), tok);
+            if (data == NULL) return NULL;
+            PyObject *argv[4] = {data, state, PyTuple_GET_ITEM(plan, CP_ROW_TABLES),
+                                 PyTuple_GET_ITEM(plan, CP_DFA)};
+            PyObject *res = walk_bytes_impl(argv, 4, 1);
+            if (res == NULL) return NULL;
+            nxt = PyLong_AsLong(res);
+            Py_DECREF(res);
+            if (nxt == -1 && PyErr_Occurred()) return NULL;
+        }
+    }
+    PyObject *steps = PyTuple_GET_ITEM(plan, CP_STEPS);
+    Py_ssize_t bound = PyLong_AsSsize_t(PyTuple_GET_ITEM(plan, CP_MAX_STEPS));
+    if ((bound == -1 && PyErr_Occurred()) || !PyDict_CheckExact(steps)) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "cold_step: steps is no dict");
+        return NULL;
+    }
+    if (PyDict_GET_SIZE(steps) >= bound) PyDict_Clear(steps);
+    PyObject *value = PyLong_FromLong(nxt);
+    PyObject *key = value ? Py_BuildValue("(On)", state, tok) : NULL;
+    int rc = key ? PyDict_SetItem(steps, key, value) : -1;
+    Py_XDECREF(key);
+    if (rc < 0) {
+        Py_XDECREF(value);
+        return NULL;
+    }
+    return value;
+}
+
 /* fill_row(dst, tensor, row, words): see the header. The check is three comparisons; the
  * write one memcpy of the mask's words and a memset of the words past the vocabulary, or
  * for a sparse mask a memset of the row and one store per nonzero word. */
 static PyObject *fill_row(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if ((nargs != 4 && nargs != 5) || !PyTuple_Check(args[0]) || PyTuple_GET_SIZE(args[0]) != 6
-        || (nargs == 5 && !PyDict_Check(args[3]))) {
+    if (nargs < 4 || nargs > 6 || !PyTuple_Check(args[0]) || PyTuple_GET_SIZE(args[0]) != 6
+        || (nargs >= 5 && !PyDict_Check(args[3]))) {
         PyErr_SetString(PyExc_TypeError,
                         "fill_row((tensor, version, base, rows, stride, cols), tensor, row, "
-                        "words) or (..., row, forms, state)");
+                        "words) or (..., row, forms, state[, cold_plan])");
         return NULL;
     }
     PyObject *dst = args[0], *tensor = args[1];
@@ -808,10 +1317,15 @@ static PyObject *fill_row(PyObject *self, PyObject *const *args, Py_ssize_t narg
     }
     int32_t *out = (int32_t *)base + row * stride;
     PyObject *words = args[3];
-    if (nargs == 5) { /* forms[state] = [form, used]: mark it used, write its form */
+    if (nargs >= 5) { /* forms[state] = [form, used]: mark it used, write its form */
         PyObject *entry = PyDict_GetItemWithError(args[3], args[4]);
         if (!entry) {
             if (PyErr_Occurred()) return NULL;
+            if (nargs == 6 && args[5] != Py_None) { /* the cold mask, in this call */
+                int done = cold_mask(args[5], args[3], args[4], out, cols, NULL);
+                if (done < 0) return NULL;
+                if (done) Py_RETURN_TRUE;
+            }
             Py_RETURN_NONE;
         }
         if (!PyList_CheckExact(entry) || PyList_GET_SIZE(entry) != 2) {
@@ -1267,6 +1781,10 @@ static PyMethodDef methods[] = {
      "walk_bytes(data, state, row_tables) -> state after data, -1 if it dies"},
     {"build_row_direct", (PyCFunction)(void (*)(void))build_row_direct, METH_FASTCALL,
      "build_row_direct(dfa, state) -> bool: a ByteDFA's whole row built in C (False: declined)"},
+    {"cold_mask", (PyCFunction)(void (*)(void))cold_mask_py, METH_FASTCALL,
+     "cold_mask(cold_plan, fill_forms, state) -> mask | None"},
+    {"cold_step", (PyCFunction)(void (*)(void))cold_step, METH_FASTCALL,
+     "cold_step(cold_plan, state, token) -> int | None"},
     {"walk_bytes_direct", (PyCFunction)(void (*)(void))walk_bytes_direct, METH_FASTCALL,
      "walk_bytes_direct(data, state, row_tables, dfa): walk_bytes, a ByteDFA's rows built in C"},
     {"fill_row", (PyCFunction)(void (*)(void))fill_row, METH_FASTCALL,

@@ -27,7 +27,7 @@ import numpy as np
 from .base import BaseMatcher
 from .index import masks
 from .index.budget import budget_for
-from .index.token_index import TokenIndex
+from .index.token_index import TokenIndex, cold_mask, cold_step
 from .index.vocabulary import MARKER_BYTE
 
 if TYPE_CHECKING:
@@ -72,6 +72,10 @@ class Matcher(BaseMatcher):
         # the step after a memo miss (an index without it: ``_next``, through the memo)
         step = getattr(index, "token_step", None)
         self._token_step = step if self._steps is getattr(index, "steps", None) else None
+        # the C cold mask and step of a regex automaton (``TokenIndex.cold_plan``; None: the
+        # Python ways only)
+        plan = getattr(index, "cold_plan", None) if self._token_step is not None else None
+        self._cold = plan if isinstance(plan, tuple) and self._forms is forms else None
         self._dfa = index.dfa
         self._eos = index.vocab.eos_token_ids
         self.max_tokens = max_tokens
@@ -151,12 +155,13 @@ class Matcher(BaseMatcher):
         free = self._budget is None or len(self._history) - 1 <= self._free_until
         if fill is not None and free:
             # one C call when the tensor is the last one written and unchanged since: it
-            # takes the state's cached mask form from the index's dict and marks it used
+            # takes the state's cached mask form from the index's dict and marks it used, or
+            # (a cold plan) makes the state's first mask and form there
             if eos_taken:
                 if fill(masks.last, bitmask, row, None):
                     return
             else:
-                done = fill(masks.last, bitmask, row, self._forms, state)
+                done = fill(masks.last, bitmask, row, self._forms, state, self._cold)
                 if done:
                     return
                 if done is None and fill(masks.last, bitmask, row, self._fill_form(state)[0]):
@@ -165,6 +170,8 @@ class Matcher(BaseMatcher):
         if not eos_taken:
             if not free:
                 words = self._budget.mask(state, self.remaining_tokens())
+            if words is None and self._cold is not None and state not in self._forms:
+                words = cold_mask(self._cold, self._forms, state)  # None: declined
             if words is None:
                 words = self._index.bitmask(state)
         masks.write(bitmask, row, words)
@@ -219,8 +226,11 @@ class Matcher(BaseMatcher):
             nxt = self._steps.get((state, token_id))  # holds no EOS or special id
             if nxt is None and self._token_step is not None and token_id not in self._eos:
                 # first time: the index's step without its memo read (``_next``'s work:
-                # no budget test while free)
-                nxt = self._token_step(state, int(token_id))
+                # no budget test while free), in C where the cold plan takes it
+                if self._cold is not None:
+                    nxt = cold_step(self._cold, state, token_id)
+                if nxt is None:
+                    nxt = self._token_step(state, int(token_id))
             if nxt is not None:
                 if nxt < 0:
                     return False

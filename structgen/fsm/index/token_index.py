@@ -35,6 +35,7 @@ from ..regex.dfa import ByteDFA
 from ..regex.terms import ALT, CONCAT
 from . import trie
 from .count_masks import (
+    MIN_SHARED_HI,
     TABLE_CLASSES,
     CountView,
     class_tables_pay,
@@ -42,12 +43,26 @@ from .count_masks import (
     walk_class,
     walk_steps,
 )
-from .lexical_masks import split_key
+from .lexical_masks import MIN_HEAD_BYTES, split_key
 from .masks import row_form
 from .trie import set_bits, walk_bytes
 from .vocabulary import MARKER_BYTE, ONLY_BYTE, WILDCARD_BYTE, Vocabulary, wildcard_ids
 
-__all__ = ["TokenIndex", "pack_bitmask", "MAX_CACHE_BYTES", "MAX_STEP_MEMO"]
+__all__ = [
+    "TokenIndex",
+    "pack_bitmask",
+    "cold_mask",
+    "cold_step",
+    "MAX_CACHE_BYTES",
+    "MAX_STEP_MEMO",
+]
+
+# cold_step(plan, state, token) -> int | None: ``token_step`` in one C call where
+# ``TokenIndex.cold_plan`` has a plan; cold_mask(plan, fill_forms, state) -> mask | None: the
+# first mask of a state without a form (``cold_plan``'s) where no write comes with it (None:
+# an extension without them)
+cold_step = getattr(trie._EXT, "cold_step", None)
+cold_mask = getattr(trie._EXT, "cold_mask", None)
 
 MAX_CACHE_BYTES = 256 << 20
 MAX_STEP_MEMO = 1 << 16  # memoised (state, token) steps per index (~10 MB at most)
@@ -189,6 +204,79 @@ class TokenIndex:
             if state in self._masks:
                 self.fill_forms[state] = form
         return form
+
+    @property
+    def cold_plan(self) -> tuple | None:
+        """What the C cold paths of a regex automaton's state read (``csrc/tokentrie.c``,
+        ``cold_mask`` and ``cold_step``), or None where they do not apply (a grammar
+        automaton, a marker view, an automaton whose rows the C walk does not build, the
+        extension without them). Built once per index.
+
+        With it, ``masks.fill_row(dst, tensor, row, fill_forms, state, plan)`` does
+        ``fill_form``'s work for a state with no form yet when ``_walk`` would walk the whole
+        trie for it (no count view to share, no head split, no alternation of splits, no
+        byte-class table: the same tests, answered in C), then writes the form: the same
+        mask, rows, states, cached mask and form as ``fill_form``; any other state is
+        declined (None), as are the settings ``walk_bytes`` and ``trie.walk`` read
+        (``trie.use_extension``, ``use_direct_rows``, ``terms.use_extension``) when they
+        leave ``walk_direct``. ``cold_mask(plan, fill_forms, state)`` is that work without
+        the write (the mask, or None: declined or already made), for a destination
+        ``fill_row`` does not take (an ``ndarray``). ``cold_step(plan, state, token)`` is
+        ``token_step`` where the state has a cached row or mask (None: declined, nothing
+        done). Raises: never.
+        """
+        plan = self.__dict__.get("_cold_plan", False)
+        if plan is False:
+            plan = self._cold_plan = self._make_cold_plan()
+        return plan
+
+    def _make_cold_plan(self) -> tuple | None:
+        """``cold_plan``'s tuple, in the order of ``csrc/tokentrie.c``'s ``CP_*``."""
+        dfa, tt = self.dfa, self._trie
+        usable = (
+            cold_step is not None
+            and cold_mask is not None
+            and self._regex
+            and self._counts is not None
+            and not self._reads_wildcards
+            and not self._edge_only
+            and trie._READS_PENDING
+            and getattr(dfa, "row_tables_builds_and_derives", False)
+            and tt.num_nodes > 0
+        )
+        if not usable:
+            return None
+        if self._lexical is not None:
+            self._lexical.ensure_prepared()  # as _walk_split's first test would
+        classes = b"".join(c.to_bytes(32, "little") for c in TABLE_CLASSES)
+        return (
+            trie,
+            terms,
+            tt,
+            tt.byte,
+            tt.depth,
+            tt.skip,
+            tt.token,
+            np.empty(tt.max_depth + 1, np.int32),  # the walk's stack (one thread at a time)
+            dfa.row_tables,
+            dfa,
+            tt.dups if tt.dups.shape[0] else None,
+            self._eos,
+            self._masks,
+            np.frombuffer,
+            np.dtype(np.int32),
+            dfa.arena,
+            self._counts,
+            self._lexical is not None,
+            classes,
+            (MIN_HEAD_BYTES, MIN_CLASS_BYTES, MIN_SHARED_HI),
+            self.num_words,
+            self._never,
+            self.vocab.token_bytes,
+            self._rows,
+            self.steps,
+            MAX_STEP_MEMO,
+        )
 
     @property
     def max_cached_states(self) -> int:

@@ -190,14 +190,16 @@ def _analyse(rec: _Recorder, end: float, cores: int, small_rows: int) -> dict:
             "rows": sum(p[3] for p in ps),
             f"passes <= {small_rows} rows": sum(1 for p in ps if p[3] <= small_rows),
             "their forward s": sum(p[2] - p[1] for p in ps if p[3] <= small_rows),
-            "texts taken": sum(1 for kk, _ in rec.taken if kk == k),
-            "scoring s": sum(e - s for kk, s, e, _ in rec.scoring if kk == k),
-            "last scoring s": max([e - s for kk, s, e, _ in rec.scoring if kk == k] or [0.0]),
             "first step s": ph.get("first step", rec.t0) - rec.t0,
             "last card s": ph.get("last card", end) - rec.t0,
             "ended s": last[k] - rec.t0,
             **{f"{st} s": v for st, v in state_time[k].items()},
         }
+        if rec.taken:  # recorded where the extractor has them (module docstring)
+            scoring = [e - s for kk, s, e, _ in rec.scoring if kk == k]
+            out[f"pipeline {k}"]["texts taken"] = sum(1 for kk, _ in rec.taken if kk == k)
+            out[f"pipeline {k}"]["scoring s"] = sum(scoring)
+            out[f"pipeline {k}"]["longest scoring s"] = max(scoring or [0.0])
     return out
 
 

@@ -53,7 +53,7 @@ import json
 import re
 from typing import Any
 
-from structgen.extraction.choices import common_prefix, encode_in_context
+from structgen.extraction.choices import common_prefix, encode_in_context, score_prompts
 from structgen.extraction.items import kept_prefix, listed_together
 from structgen.extraction.prompt import prompt_text
 from structgen.extraction.refs import resolve as _resolve
@@ -488,7 +488,7 @@ def boundary_scores(
     log-probabilities of each of the two ``boundary_texts``' token ids after the ids they
     share (at least one, never the last), every boundary of ``planned`` (``(doc, array)``
     pairs, ``outs[doc].text`` holding the array) scored in one batch of prompt-log-prob
-    requests (``engine.generate``); ``-inf`` where a request failed.
+    requests (``choices.score_prompts``); ``-inf`` where a request failed.
     """
     jobs: list[tuple[tuple[int, int], int, list[int], list[int], int]] = []
     templates: dict[int, str] = {}
@@ -510,7 +510,7 @@ def boundary_scores(
     params = [
         dataclasses.replace(_SCORE, prompt_logprobs_start=job[4]) for job in jobs for _ in (0, 1)
     ]
-    results = engine.generate(requests, params)
+    results = score_prompts(engine, requests, params)
     scores: dict[tuple[int, int], dict[int, tuple[float, float]]] = {}
     for j, (key, k, close, go_on, start) in enumerate(jobs):
         pair = (

@@ -45,6 +45,7 @@ __all__ = [
     "field_value",
     "with_field",
     "same_json",
+    "score_prompts",
 ]
 
 _SCORE = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0)
@@ -415,6 +416,35 @@ def mean_logprob(out: Any, full: list[int], start: int) -> float:
     return sum(lps) / max(1, len(lps))
 
 
+def score_prompts(engine: Any, prompts: list[list[int]], params: list[SamplingParams]) -> list[Any]:
+    """The outputs of prompt-log-prob requests whose sampled token nobody reads, in one
+    batch: ``engine.generate(prompts, params)``'s ``prompt_logprobs``.
+
+    On an :class:`~structgen.runtime.engine.Engine` each request is ``prompt_only``
+    (``Request.prompt_only``): the row of its last prompt token, which only predicts the
+    token it would sample, is never computed, and its output holds no token
+    (``finish_reason="length"``); the log-probabilities are the same rows' as
+    ``generate``'s. Any other engine runs ``engine.generate``.
+
+    Args:
+        engine: the engine.
+        prompts: token ids per request.
+        params: one ``SamplingParams`` per request (``prompt_logprobs`` set).
+
+    Returns:
+        One ``RequestOutput`` per request, in order (``finish_reason="error"`` where a
+        request failed). Raises: what ``engine.generate`` raises for bad requests.
+    """
+    from structgen.runtime.engine import Engine
+
+    if not isinstance(engine, Engine) or not prompts:
+        return engine.generate(prompts, params) if prompts else []
+    reqs = [engine.make_request(ids, sp) for ids, sp in zip(prompts, params)]
+    for req in reqs:
+        req.prompt_only = True
+    return engine.run_requests(reqs)
+
+
 SHARED_TOP = 20  # log-probs read per row of a request that scores other candidates too
 
 
@@ -426,8 +456,8 @@ def candidate_scores(engine: Any, jobs: list[CandidateJob], *, summed: bool) -> 
     ``raw`` wrote after the value; its tokens' log-probabilities from the first token where
     the candidate's ids leave the context's are averaged (``summed=False``, as ``select``
     scores options) or summed (``summed=True``, which does not favour longer candidates).
-    All candidates of all jobs go to ``engine.generate`` as one batch of prompt-log-prob
-    requests (the radix cache computes their shared prefixes once).
+    All candidates of all jobs go to the engine as one batch of prompt-log-prob
+    requests (``score_prompts``) (the radix cache computes their shared prefixes once).
 
     A candidate whose ids but the last lead another candidate's of the same job ("Lantern"
     + '",' inside "Lantern Robotics" + '",', ``shared_hosts``) sends no request of its own:
@@ -490,7 +520,7 @@ def candidate_scores(engine: Any, jobs: list[CandidateJob], *, summed: bool) -> 
         )
         for i in asked
     ]
-    outs = dict(zip(asked, engine.generate([fulls[i] for i in asked], params)))
+    outs = dict(zip(asked, score_prompts(engine, [fulls[i] for i in asked], params)))
 
     def row(i: int, j: int) -> dict[int, float] | None:
         """The log-probabilities read for position ``j`` of candidate ``i``; None where
@@ -527,7 +557,7 @@ def candidate_scores(engine: Any, jobs: list[CandidateJob], *, summed: bool) -> 
             dataclasses.replace(_SCORE, prompt_logprobs_start=firsts[i] + len(missed[i]))
             for i in todo
         ]
-        for i, out in zip(todo, engine.generate([fulls[i] for i in todo], params)):
+        for i, out in zip(todo, score_prompts(engine, [fulls[i] for i in todo], params)):
             if out.finish_reason == "error" or out.prompt_logprobs is None:
                 scores[i] = float("-inf")
                 continue

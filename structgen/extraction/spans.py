@@ -48,6 +48,7 @@ from structgen.extraction.choices import (
     common_prefix,
     encode_in_context,
     revise_outputs,
+    score_prompts,
     with_field,
 )
 from structgen.extraction.evidence.fields import free_string_schema
@@ -197,7 +198,7 @@ def choose_span_ends(
     def score(jobs: list[tuple], values: list[Any]) -> list[list[float]]:
         requests = [f for job in jobs for f in job[2]]
         params = [dataclasses.replace(_SCORE, prompt_logprobs_start=c) for j in jobs for c in j[3]]
-        outs = engine.generate(requests, params)
+        outs = score_prompts(engine, requests, params)
         scores_all, pos = [], 0
         for _, cands, fulls, closes in jobs:
             scores_all.append(

@@ -83,6 +83,12 @@ class Request:
             sampling draft model, or None (greedy, or a point-mass proposer).
         spec_num_tokens: tokens to propose next (adaptive k), None = the engine's k.
         spec_proposed_tokens / spec_accepted_tokens: speculative counters.
+        prompt_only: a scoring request: only its prompt is computed, up to the row that
+            predicts the last prompt token (the rows ``params.prompt_logprobs`` reads), and
+            nothing is sampled: the last prompt token's own row, which only predicts the
+            first output token, is never computed. It finishes with ``"length"`` and no
+            output token once those rows are computed (``Scheduler.update_from_output``),
+            or at ``Scheduler.add`` when its prompt has fewer than 2 tokens.
     """
 
     request_id: str
@@ -115,6 +121,7 @@ class Request:
     spec_num_tokens: int | None = None
     spec_proposed_tokens: int = 0
     spec_accepted_tokens: int = 0
+    prompt_only: bool = False
 
     @property
     def num_tokens(self) -> int:
@@ -123,7 +130,11 @@ class Request:
 
     @property
     def num_tokens_to_compute(self) -> int:
-        """Known tokens (and draft tokens) whose K/V are not computed yet."""
+        """Known tokens (and draft tokens) whose K/V are not computed yet; for a
+        ``prompt_only`` request, its prompt tokens but the last.
+        """
+        if self.prompt_only:
+            return max(0, self.num_tokens - 1 - self.num_computed_tokens)
         return self.num_tokens + len(self.draft_token_ids) - self.num_computed_tokens
 
     def clear_drafts(self) -> None:

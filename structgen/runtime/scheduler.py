@@ -154,7 +154,8 @@ class Scheduler:
         """Queue a request, or fail it alone when its prompt can never fit.
 
         A prompt that fits but leaves no room for ``max_tokens`` is accepted: it finishes
-        with ``"length"`` at the limit.
+        with ``"length"`` at the limit. A ``prompt_only`` request whose prompt has fewer
+        than 2 tokens has no row to compute: it finishes with ``"length"`` here.
         """
         limit = self.max_request_tokens()
         if len(req.prompt_token_ids) >= limit:
@@ -164,6 +165,9 @@ class Scheduler:
                 f"{self.pool.num_usable_pages * self.pool.page_size} tokens)"
             )
             req.finish("error", str(err))
+            return
+        if req.prompt_only and req.num_tokens < 2:
+            req.finish("length")
             return
         req.status = RequestStatus.WAITING
         self.waiting.append(req)
@@ -298,8 +302,10 @@ class Scheduler:
         return budget
 
     def _cache_limit(self, req: Request) -> int:
-        """Most leading tokens of ``req`` the cache may serve (>= 1 is left to compute)."""
-        end = req.num_tokens - 1
+        """Most leading tokens of ``req`` the cache may serve (>= 1 is left to compute;
+        a ``prompt_only`` request computes no row for its last token).
+        """
+        end = req.num_tokens - (2 if req.prompt_only else 1)
         if req.max_cached_prefix is not None:
             end = min(end, req.max_cached_prefix)
         return end
@@ -428,6 +434,12 @@ class Scheduler:
             self._on_computed(req)
         for item in sampled:
             self._apply_sampled(item, context, update)
+        for req, _ in scheduler_output:
+            if req.prompt_only and req.num_tokens_to_compute == 0 and not req.status.is_finished:
+                req.finish("length")  # its prompt's rows are computed: nothing is sampled
+                self.release(req)
+                update.updated.append(req)
+                update.finished.append(req)
         return update
 
     def _apply_sampled(self, item: SampledTokens, context: StepContext, update: StepUpdate) -> None:

@@ -46,6 +46,7 @@ __all__ = [
     "with_field",
     "same_json",
     "score_prompts",
+    "run_prompts",
 ]
 
 _SCORE = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0)
@@ -416,33 +417,54 @@ def mean_logprob(out: Any, full: list[int], start: int) -> float:
     return sum(lps) / max(1, len(lps))
 
 
-def score_prompts(engine: Any, prompts: list[list[int]], params: list[SamplingParams]) -> list[Any]:
-    """The outputs of prompt-log-prob requests whose sampled token nobody reads, in one
-    batch: ``engine.generate(prompts, params)``'s ``prompt_logprobs``.
+def run_prompts(
+    engine: Any,
+    prompts: list[list[int]],
+    params: list[SamplingParams],
+    *,
+    prompt_only: bool = False,
+) -> list[Any]:
+    """The outputs of the extraction's own requests (scoring passes, shortlists), in one
+    batch through ``engine.make_request`` / ``engine.run_requests``, so that a request that
+    cannot run (a prompt past the context) fails alone with ``finish_reason="error"``
+    instead of refusing the whole batch as ``engine.generate`` does
+    (``PromptTooLongError``).
 
-    On an :class:`~structgen.runtime.engine.Engine` each request is ``prompt_only``
-    (``Request.prompt_only``): the row of its last prompt token, which only predicts the
-    token it would sample, is never computed, and its output holds no token
-    (``finish_reason="length"``); the log-probabilities are the same rows' as
-    ``generate``'s. Any other engine runs ``engine.generate``.
+    With ``prompt_only`` on an :class:`~structgen.runtime.engine.Engine` each request is
+    ``prompt_only`` (``Request.prompt_only``): the row of its last prompt token, which only
+    predicts the token it would sample, is never computed, and its output holds no token
+    (``finish_reason="length"``); the prompt log-probabilities are the same rows' as
+    ``generate``'s. Other engines run the requests whole; an engine without
+    ``make_request`` / ``run_requests`` runs them through its ``generate``.
 
     Args:
-        engine: the engine.
+        engine: the engine (``make_request`` and ``run_requests``, or ``generate``).
         prompts: token ids per request.
-        params: one ``SamplingParams`` per request (``prompt_logprobs`` set).
+        params: one ``SamplingParams`` per request.
+        prompt_only: compute prompt rows only (the caller reads ``prompt_logprobs`` alone).
 
     Returns:
         One ``RequestOutput`` per request, in order (``finish_reason="error"`` where a
-        request failed). Raises: what ``engine.generate`` raises for bad requests.
+        request failed). Raises: what ``engine.make_request`` raises for bad requests.
     """
     from structgen.runtime.engine import Engine
 
-    if not isinstance(engine, Engine) or not prompts:
-        return engine.generate(prompts, params) if prompts else []
+    if not prompts:
+        return []
+    if not (hasattr(engine, "make_request") and hasattr(engine, "run_requests")):
+        return engine.generate(prompts, params)  # a duck-typed engine (tests, wrappers)
     reqs = [engine.make_request(ids, sp) for ids, sp in zip(prompts, params)]
-    for req in reqs:
-        req.prompt_only = True
+    if prompt_only and isinstance(engine, Engine):
+        for req in reqs:
+            req.prompt_only = True
     return engine.run_requests(reqs)
+
+
+def score_prompts(engine: Any, prompts: list[list[int]], params: list[SamplingParams]) -> list[Any]:
+    """The outputs of prompt-log-prob requests whose sampled token nobody reads:
+    :func:`run_prompts` with ``prompt_only``.
+    """
+    return run_prompts(engine, prompts, params, prompt_only=True)
 
 
 SHARED_TOP = 20  # log-probs read per row of a request that scores other candidates too

@@ -91,6 +91,7 @@ from structgen.extraction.choices import (
     common_prefix,
     encode_in_context,
     revise_outputs,
+    run_prompts,
     with_field,
 )
 from structgen.extraction.evidence.fields import is_nullable
@@ -636,7 +637,7 @@ def shortlist_spans(
     the candidates' token ids part (their longest common prefix), one request per job
     reads the model's ``FIRST_TOKEN_TOP`` likeliest next tokens; a candidate ranks by
     its token's log-probability there (a token outside those ranks last; ties keep the
-    text's order). All jobs' requests go to ``engine.generate`` as one batch.
+    text's order). All jobs' requests go to the engine as one batch (``choices.run_prompts``).
 
     With ``leads``, the requests also read the log-probabilities of the ids the
     candidates share from the first one ``candidate_scores`` scores, and each job they
@@ -682,7 +683,7 @@ def shortlist_spans(
         else top
         for _, _, part, first in todo
     ]
-    outs = engine.generate([fulls[0][:part] for _, fulls, part, _ in todo], params)
+    outs = run_prompts(engine, [fulls[0][:part] for _, fulls, part, _ in todo], params)
     out_jobs = list(jobs)
     for (j, fulls, part, first), out in zip(todo, outs):
         job = jobs[j]

@@ -539,7 +539,7 @@ class EngineConfig:
             raise ConfigError(
                 f"EngineConfig.max_model_len={self.max_model_len} is more than this model's "
                 f"context of {limit} tokens ({source} in its config); give at most "
-                f"{limit}, or None for the model's own"
+                f"{limit}, or leave it unset for the model's own"
             )
         return self.max_model_len
 

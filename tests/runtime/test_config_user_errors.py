@@ -142,8 +142,8 @@ def test_model_context_limit_is_vllms(case):
         EngineConfig(max_model_len=limit + 1).context_length(config, 1)
     assert str(info.value) == (
         f"EngineConfig.max_model_len={limit + 1} is more than this model's context of "
-        f"{limit} tokens ({source} in its config); give at most {limit}, or None for the "
-        "model's own"
+        f"{limit} tokens ({source} in its config); give at most {limit}, or leave it unset "
+        "for the model's own"
     )
 
 

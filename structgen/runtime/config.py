@@ -101,10 +101,12 @@ class SpeculativeConfig:
         if isinstance(value, str):
             return cls(method=value)
         if isinstance(value, dict):
-            names = [f.name for f in dataclasses.fields(cls)]
-            unknown = [k for k in value if k not in names]
+            names = {f.name for f in dataclasses.fields(cls)}
+            unknown = sorted(set(value) - names)
             if unknown:
-                raise unknown_keyword_error("SpeculativeConfig", unknown[0], names)
+                raise ConfigError(
+                    f"unknown speculative setting(s) {unknown}; known: {sorted(names)}"
+                )
             return cls(**value)
         raise ConfigError(
             f"speculative must be None, a method name or a dict, got {type(value).__name__}"

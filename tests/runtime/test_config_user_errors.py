@@ -18,7 +18,7 @@ import torch
 
 from structgen import Engine, SamplingParams
 from structgen.errors import ConfigError
-from structgen.runtime.config import EngineConfig, SpeculativeConfig, model_context_limit
+from structgen.runtime.config import EngineConfig, model_context_limit
 from tests.conftest import have_smollm2
 
 FIELDS = [f.name for f in dataclasses.fields(EngineConfig)]
@@ -57,16 +57,6 @@ def test_engine_unknown_keyword_without_a_near_field_lists_the_fields():
         Engine(page_size=4, frobnicate=True)
     assert "'frobnicate'" in str(info.value) and "did you mean" not in str(info.value)
     assert all(name in str(info.value) for name in FIELDS)
-
-
-def test_speculative_unknown_keyword_names_the_nearest_field():
-    names = [f.name for f in dataclasses.fields(SpeculativeConfig)]
-    with pytest.raises(ConfigError) as info:
-        Engine(speculative={"method": "ngram", "num_token": 3})
-    assert str(info.value) == (
-        "SpeculativeConfig got an unknown keyword 'num_token'; did you mean 'num_tokens'? "
-        f"(fields: {', '.join(names)})"
-    )
 
 
 # ------------------------------------------------------------------- model's context

@@ -32,13 +32,46 @@ def _engine(args: argparse.Namespace) -> Any:
     from structgen.runtime.engine import Engine
 
     quantization = getattr(args, "quantization", None)
-    engine = Engine(args.model, **({} if quantization is None else {"quantization": quantization}))
+    with _engine_settings_as_flags():
+        engine = Engine(
+            args.model, **({} if quantization is None else {"quantization": quantization})
+        )
     after_load = getattr(args, "after_load", None)  # set by _start_up_gc
     if after_load is not None:
         if getattr(args, "constrained", False):
             _ = engine.vocab  # waits for its preparation
         after_load()
     return engine
+
+
+# the flag of each EngineConfig field the commands set
+_ENGINE_FLAGS = {
+    "quantization": "--quantization",
+    "dtype": "--dtype",
+    "max_running_requests": "--max-running-requests",
+    "max_kv_tokens": "--max-kv-tokens",
+    "max_model_len": "--max-model-len",
+    "page_size": "--page-size",
+    "tensor_parallel_size": "--tp",
+    "data_parallel_size": "--dp",
+    "dist_timeout_s": "--dist-timeout",
+}
+
+
+@contextlib.contextmanager
+def _engine_settings_as_flags() -> Iterator[None]:
+    """An engine's ``ConfigError`` raised inside, as a CliError (exit 2) whose message names
+    each ``EngineConfig.<field>`` by its flag (``EngineConfig.max_model_len=100000 is ...``
+    -> ``--max-model-len 100000 is ...``): the command line's terms, not the API's.
+    """
+    try:
+        yield
+    except ConfigError as exc:
+        message = str(exc)
+        for field, flag in _ENGINE_FLAGS.items():
+            message = message.replace(f"EngineConfig.{field}=", f"{flag} ")
+            message = message.replace(f"EngineConfig.{field}", flag)
+        raise CliError(message) from None
 
 
 @contextlib.contextmanager
@@ -224,7 +257,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         }.items()
         if v is not None
     }
-    engine = AsyncEngine(args.model, **settings)  # --dp > 1: an AsyncDataParallelEngine
+    try:
+        with _engine_settings_as_flags():
+            engine = AsyncEngine(args.model, **settings)  # --dp > 1: AsyncDataParallelEngine
+    except BaseException:
+        sock.close()  # the engine did not start: the port is free again
+        raise
     app = create_app(
         engine, served_model_name=args.served_model_name, api_key=args.api_key, max_n=args.max_n
     )

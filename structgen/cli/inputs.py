@@ -126,6 +126,7 @@ def load_grammar(path: str, syntax: str) -> Any:
     from structgen.fsm.grammar import parse_grammar
 
     spec = Grammar(text, syntax=syntax)
+    _check_auto_syntax(text, syntax, path)
     try:
         parse_grammar(text, syntax)  # torch-free: a syntax error is named in a second
         grammar = spec.compile(None)
@@ -133,6 +134,27 @@ def load_grammar(path: str, syntax: str) -> Any:
         raise CliError(f"--grammar {path}: {exc}") from None
     _print_warnings(f"--grammar {path}", grammar.reported_warnings)
     return spec
+
+
+def _check_auto_syntax(text: str, syntax: str, path: str) -> None:
+    """Check that ``--syntax auto`` tells the grammar file's syntax (``::=`` rules: GBNF,
+    ``name:`` rules: Lark).
+
+    Raises:
+        CliError: ``auto`` cannot tell it (both kinds of rule, or neither): the message,
+            fsm's, asks for the ``--syntax`` flag instead of the Python keyword.
+    """
+    from structgen.errors import InvalidGrammarError
+    from structgen.fsm.grammar import detect_syntax
+
+    if syntax == "auto":
+        try:
+            detect_syntax(text)
+        except InvalidGrammarError as exc:
+            reason = str(exc).split("; pass syntax=")[0]
+            raise CliError(
+                f"--grammar {path}: {reason}; pass --syntax lark, gbnf or ebnf"
+            ) from None
 
 
 def read_constraint(args: argparse.Namespace) -> Any:

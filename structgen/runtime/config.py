@@ -12,11 +12,18 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from structgen.env import cuda_visible_devices
 from structgen.errors import ConfigError
+from structgen.runtime.sampling_params import unknown_keyword_error
 
 if TYPE_CHECKING:  # torch is imported where a torch dtype is asked for, not by this module
     import torch
 
-__all__ = ["EngineConfig", "SpeculativeConfig", "auto_device", "torch_dtype"]
+__all__ = [
+    "EngineConfig",
+    "SpeculativeConfig",
+    "auto_device",
+    "model_context_limit",
+    "torch_dtype",
+]
 
 DTYPES = ("float32", "bfloat16", "float16")  # the dtype names a config holds (torch's names)
 _ATTENTION_BACKENDS = ("auto", "triton", "torch")
@@ -224,6 +231,66 @@ def _auto_kv_cache_dtype(
     return dtype
 
 
+# the config fields a model's context length is read from (vLLM's list; the smallest wins)
+_CONTEXT_FIELDS = (
+    "max_position_embeddings",  # Llama, Qwen, Mixtral, DeepSeek (and ModelConfig)
+    "n_positions",  # GPT-2
+    "max_seq_len",  # MPT
+    "seq_length",  # ChatGLM
+    "max_target_positions",  # Whisper
+    "max_sequence_length",
+    "max_seq_length",
+    "seq_len",
+)
+# rope types whose max_position_embeddings is already the scaled length (vLLM's list)
+_SCALED_ROPE_TYPES = ("su", "longrope", "llama3")
+
+
+def model_context_limit(model_config: Any) -> tuple[int, str] | None:
+    """The longest context, in tokens, a model's config allows, as vLLM derives it
+    (``vllm.config``'s ``_get_and_verify_max_len``), with the fields it comes from.
+
+    The smallest of the config's position fields (:data:`_CONTEXT_FIELDS`), or its
+    ``model_max_length`` where set; then RoPE scaling (``rope_parameters``, or
+    ``rope_scaling`` of older transformers configs): a ``linear``, ``dynamic`` or ``yarn``
+    type multiplies it by ``factor`` (``yarn``: ``original_max_position_embeddings`` times
+    ``factor``); ``llama3``, ``longrope`` and ``su`` configs already give the scaled length.
+
+    Args:
+        model_config: a transformers config or ``ModelConfig`` (read by attribute).
+
+    Returns:
+        ``(limit, what it comes from)``, e.g. ``(8192, "max_position_embeddings")``, or None
+        where the config has none of those fields (no fixed limit).
+
+    Raises: never.
+    """
+    limit, source = None, None
+    for name in _CONTEXT_FIELDS:
+        value = getattr(model_config, name, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            if limit is None or value < limit:
+                limit, source = value, name
+    value = getattr(model_config, "model_max_length", None)
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        limit, source = value, "model_max_length"
+    if limit is None:
+        return None
+    rope = getattr(model_config, "rope_parameters", None) or getattr(
+        model_config, "rope_scaling", None
+    )
+    if isinstance(rope, dict):
+        kind = rope.get("rope_type", rope.get("type", "default")) or "default"
+        factor = rope.get("factor", 1.0)
+        if kind not in _SCALED_ROPE_TYPES and isinstance(factor, (int, float)) and factor != 1:
+            if kind == "yarn" and rope.get("original_max_position_embeddings"):
+                limit = int(rope["original_max_position_embeddings"])
+                source = "original_max_position_embeddings"
+            source = f"{source} {limit} x {kind} rope scaling factor {factor:g}"
+            limit = int(limit * factor)
+    return limit, source
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     """Every engine setting, validated at construction.
@@ -264,7 +331,9 @@ class EngineConfig:
             rows, so admitting more requests makes steps fewer, not rows cheaper: 64 and 256
             gave the same per-card CPU on a 200-document ``extract`` (benchmarks/RESULTS.md
             "Session 28, c10").
-        max_model_len: context limit in tokens; None = the model's own.
+        max_model_len: context limit in tokens; None = the model's own. More than the
+            model's config allows (its positions, times its RoPE scaling factor: vLLM's
+            rule) is refused when the model loads (``context_length``).
         prefix_cache: reuse KV of shared prefixes through the radix cache.
         schedule_policy: ``"lpm"`` (longest cached prefix first) or ``"fcfs"``.
         num_threads: torch intra-op threads on CPU; None keeps torch's default. Set, it
@@ -437,13 +506,44 @@ class EngineConfig:
         """Build a config from ``Engine(...)`` keywords.
 
         Raises:
-            ConfigError: an unknown keyword (named in the message) or an invalid value.
+            ConfigError: an unknown keyword (named in the message with the field it most
+                resembles, ``dtyp`` -> ``dtype``) or an invalid value.
         """
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(kwargs) - names)
+        names = [f.name for f in dataclasses.fields(cls)]
+        unknown = [k for k in kwargs if k not in names]
         if unknown:
-            raise ConfigError(f"unknown engine setting(s) {unknown}; known: {sorted(names)}")
+            raise unknown_keyword_error("EngineConfig", unknown[0], names)
         return cls(model=model, **kwargs)
+
+    def context_length(self, model_config: Any, model_max_len: int) -> int:
+        """The engine's context length, in tokens (prompt + output), for a loaded model.
+
+        ``max_model_len`` when set, checked against the longest context the model's config
+        allows (:func:`model_context_limit`, vLLM's rule: a model whose config names no
+        limit takes any); None gives ``model_max_len``, the loader's limit. A rope-scaled
+        model (``yarn``, ``linear``) may thus be given its scaled length.
+
+        Args:
+            model_config: the model's config (a transformers config or ``ModelConfig``).
+            model_max_len: the loader's context limit (``LoadedModel.max_model_len``).
+
+        Raises:
+            ConfigError: ``max_model_len`` is above the model's limit (both numbers and the
+                config field named), as vLLM refuses it (which takes it only with
+                ``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1``; structgen has no such override:
+                positions past the trained ones give meaningless output).
+        """
+        if self.max_model_len is None:
+            return model_max_len
+        found = model_context_limit(model_config)
+        if found is not None and self.max_model_len > found[0]:
+            limit, source = found
+            raise ConfigError(
+                f"EngineConfig.max_model_len={self.max_model_len} is more than this model's "
+                f"context of {limit} tokens ({source} in its config); give at most "
+                f"{limit}, or leave it unset for the model's own"
+            )
+        return self.max_model_len
 
     def resolved(self) -> "EngineConfig":
         """Return a copy with ``"auto"`` device, dtype, grammar threads and quantization

@@ -148,10 +148,8 @@ class Engine(BaseEngine):
             self._vocab, self._vocab_preparation = vocab, VocabularyPreparation(vocab)
             # one bound callable: the jump-forward planner caches its boundary probes by it
             self.encode_text = functools.partial(self.tokenizer.encode, add_special_tokens=False)
-        max_model_len = loaded.max_model_len
-        if self.config.max_model_len is not None:
-            max_model_len = min(max_model_len, self.config.max_model_len)
-        self._init_runtime(max_model_len)
+        # max_model_len checked against the model's config (ConfigError past it)
+        self._init_runtime(self.config.context_length(loaded.config, loaded.max_model_len))
 
     @property
     def vocab(self) -> Any:

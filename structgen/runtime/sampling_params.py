@@ -6,7 +6,9 @@ import difflib
 import functools
 import math
 import numbers
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
+from typing import Any
 
 from structgen.errors import ConfigError
 
@@ -227,6 +229,17 @@ _COUNT_FIELDS = ("max_tokens", "n", "logprobs", "prompt_logprobs")
 _FIELD_NAMES = tuple(f.name for f in fields(SamplingParams))
 
 
+def unknown_keyword_error(owner: str, key: Any, names: Sequence[str]) -> ConfigError:
+    """The error for a keyword ``owner`` does not take: it names ``key``, the entry of
+    ``names`` it most resembles (``difflib``, ratio >= 0.6), if any, and every name, e.g.
+    ``SamplingParams got an unknown keyword 'max_token'; did you mean 'max_tokens'?
+    (fields: ...)``. Returned, not raised. Raises: never.
+    """
+    near = difflib.get_close_matches(str(key), list(names), n=1, cutoff=0.6)
+    hint = f"; did you mean {near[0]!r}?" if near else ""
+    return ConfigError(f"{owner} got an unknown keyword {key!r}{hint} (fields: {', '.join(names)})")
+
+
 def _checked_init(init):
     """``SamplingParams.__init__`` that refuses unknown keywords and extra positional
     arguments with a ``ConfigError`` naming them (and the field a misspelt keyword most
@@ -242,13 +255,7 @@ def _checked_init(init):
             )
         unknown = [k for k in kwargs if k not in _FIELD_NAMES]
         if unknown:
-            key = unknown[0]
-            near = difflib.get_close_matches(str(key), _FIELD_NAMES, n=1, cutoff=0.6)
-            hint = f"; did you mean {near[0]!r}?" if near else ""
-            raise ConfigError(
-                f"SamplingParams got an unknown keyword {key!r}{hint} (fields: "
-                f"{', '.join(_FIELD_NAMES)})"
-            )
+            raise unknown_keyword_error("SamplingParams", unknown[0], _FIELD_NAMES)
         init(self, *args, **kwargs)
 
     return __init__

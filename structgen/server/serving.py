@@ -322,19 +322,43 @@ def _copied(req: Any, found: tuple[str, Any] | None) -> Any:
     """The request's constraint (or free text) copied from ``copy_from``
     (``structgen.fsm.copy.with_copy``).
 
+    A JSON Schema's objects then carry only their listed properties (unless the schema
+    says otherwise with ``additionalProperties``), as ``extract`` generates the same
+    schema: the value of a key the schema does not list is not copied, so an open object
+    would let the model write values the text does not hold.
+
     Raises:
-        APIError: ``copy_from`` is malformed, has no span, or is given with ``choice``.
+        APIError: ``copy_from`` is malformed, has no span, or is given with ``choice``,
+            a grammar or ``json_object`` (which lists no property to copy into).
     """
     from structgen.errors import RequestError
     from structgen.fsm.copy import as_sources, with_copy
+    from structgen.fsm.spec import JsonSchema
 
+    spec = found[1] if found else None
+    if isinstance(spec, JsonSchema):
+        if _asks_json_object(req):
+            raise APIError(
+                "copy_from needs a JSON Schema with properties to copy into "
+                "(response_format json_schema, guided_json), not json_object",
+                param="copy_from",
+            )
+        spec = dataclasses.replace(spec, allow_extra_properties=False)
     try:
-        spec = with_copy(found[1] if found else None, as_sources(req.copy_from))
+        spec = with_copy(spec, as_sources(req.copy_from))
     except RequestError as exc:
         raise APIError(str(exc), param="copy_from") from None
     if found is None and req.constraint_trigger is not None:
         spec = dataclasses.replace(spec, trigger=req.constraint_trigger)
     return spec
+
+
+def _asks_json_object(req: Any) -> bool:
+    """True when the request's JSON constraint is ``json_object`` (``response_format`` or
+    ``structured_outputs``): any object, no schema.
+    """
+    rf, so = req.response_format, req.structured_outputs
+    return (rf is not None and rf.type == "json_object") or bool(so is not None and so.json_object)
 
 
 async def compile_constraint(state: ServerState, term: Any, param: str) -> Any:

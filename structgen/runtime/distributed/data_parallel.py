@@ -236,10 +236,7 @@ class DataParallelEngine(BaseEngine):
             DistributedError: the engine is down.
         """
         params = params or SamplingParams()
-        if not isinstance(params, SamplingParams):
-            raise RequestError(f"params must be SamplingParams, got {type(params).__name__}")
-        if params.n != 1:
-            raise RequestError("n > 1 is not served by a DataParallelEngine; send n requests")
+        _check_params(params)
         if self._failure is not None:
             raise self._failure
         spec = spec_of(constraint)
@@ -282,14 +279,34 @@ class DataParallelEngine(BaseEngine):
         use_tqdm: bool = False,
     ) -> list[RequestOutput]:
         """Like :meth:`Engine.generate`: every prompt routed, run on its replica; outputs in
-        order (``use_tqdm``: a progress bar over finished requests). Raises as
-        :meth:`submit` and :meth:`result`.
+        order (``use_tqdm``: a progress bar over finished requests).
+
+        Every prompt is encoded here first (the front's tokenizer) and checked as
+        ``Engine.generate`` checks it, before any request is sent: a prompt that is not
+        one, a prompt with no room in the context, params that are not a SamplingParams
+        or ask for ``n > 1``, or a constraint of an unsupported type raise for the whole
+        call, naming the prompt (``prompts[I] (of N): ...``) where there are several.
+        A constraint's compile errors come from its replica (raised as :meth:`result`).
+
+        Raises:
+            RequestError: as above, or a replica refused a request.
+            PromptTooLongError: a prompt leaves no room for one output token in the
+                context (or the KV cache), as ``Engine.generate`` refuses it.
+            ConfigError: a text or chat prompt and the model has no tokenizer.
+            SchemaError, RegexError: a constraint does not compile (on its replica).
+            DistributedError: a replica died.
         """
         prompts = self._prompt_list(prompts)
-        params_list = self._per_prompt(
-            params or SamplingParams(), len(prompts), "params", lambda v: False
-        )
-        cons_list = self._per_prompt(constraint, len(prompts), "constraint", lambda v: False)
+        n = len(prompts)
+        params_list = self._per_prompt(params or SamplingParams(), n, "params", lambda v: False)
+        cons_list = self._per_prompt(constraint, n, "constraint", lambda v: False)
+        for i, (p, sp, c) in enumerate(zip(prompts, params_list, cons_list)):
+            try:
+                self._check_request(p, sp or SamplingParams(), c)
+            except StructgenError as exc:
+                if n > 1 and len(exc.args) == 1 and isinstance(exc.args[0], str):
+                    exc.args = (f"prompts[{i}] (of {n}): {exc.args[0]}",)
+                raise
         rids = [self.submit(p, sp, c) for p, sp, c in zip(prompts, params_list, cons_list)]
         if use_tqdm:
             from tqdm.auto import tqdm
@@ -306,6 +323,18 @@ class DataParallelEngine(BaseEngine):
                 raise payload
             outs.append(payload)
         return outs
+
+    def _check_request(self, prompt: Any, params: Any, constraint: Any) -> None:
+        """What :meth:`submit` and the replica would refuse of a request, checked before
+        anything is sent: params, the constraint's type, the prompt (encoded with the
+        front's tokenizer) and its room in the context.
+
+        Raises:
+            RequestError, PromptTooLongError, ConfigError: as :meth:`generate`.
+        """
+        _check_params(params)
+        spec_of(constraint)
+        self.check_prompt_fits(self.encode_prompt(prompt))
 
     def run_requests(self, reqs: Sequence[Request], listener=None) -> list[RequestOutput]:
         """See :meth:`BaseEngine.run_requests`: each request (made by :meth:`make_request`)
@@ -394,6 +423,14 @@ class DataParallelEngine(BaseEngine):
     def close(self) -> None:
         """Stop every replica (idempotent; also at exit)."""
         self._finalizer()
+
+
+def _check_params(params: Any) -> None:
+    """Raise RequestError unless ``params`` is a SamplingParams with ``n == 1``."""
+    if not isinstance(params, SamplingParams):
+        raise RequestError(f"params must be SamplingParams, got {type(params).__name__}")
+    if params.n != 1:
+        raise RequestError("n > 1 is not served by a DataParallelEngine; send n requests")
 
 
 def _put_event(events: queue.SimpleQueue, index: int, kind: str, payload: Any) -> None:

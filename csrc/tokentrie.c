@@ -85,10 +85,13 @@
  *   fill_row(dst, tensor, row, forms, state, plan) -> the same; where state has no entry and
  *   plan is TokenIndex.cold_plan's tuple (a regex ByteDFA), the state's first mask is made
  *   here (cold_mask: TokenIndex.fill_form's work for a state whose mask is the whole trie
- *   walk, walk_direct_whole's, the EOS bits of an accepting state, the mask stored read-only
- *   in the index's mask cache and its form in forms) and written: True; None where that work
- *   takes another way (a count view, a head split, a byte-class table; settings without
- *   walk_direct), nothing changed.
+ *   walk, walk_direct_whole's, or, for a concatenation with a wide head, the head split's
+ *   (TokenIndex._walk_split, called back: its lexical cache reads and stores as there), the
+ *   EOS bits of an accepting state, the mask stored read-only in the index's mask cache and
+ *   its form in forms) and written: True; None where that work takes another way (a count
+ *   view, a head split that answers None, a byte-class table; settings without
+ *   walk_direct), nothing else changed (a split that answers None answers None again, from
+ *   its memo and kept tables, with nothing more counted).
  *   cold_mask(plan, forms, state) -> the mask or None: that cold mask made and stored
  *   without a write (a destination fill_row does not take: an ndarray bitmask).
  *   cold_step(plan, state, token) -> int or None: TokenIndex.token_step's work (the step
@@ -803,7 +806,7 @@ enum {
     CP_TRIE_MOD, CP_TERMS_MOD, CP_TRIE, CP_BYTE, CP_DEPTH, CP_SKIP, CP_TOKEN, CP_STACK,
     CP_ROW_TABLES, CP_DFA, CP_DUPS, CP_EOS, CP_MASKS, CP_FROMBUFFER, CP_DTYPE, CP_ARENA,
     CP_COUNTS, CP_LEXICAL, CP_CLASSES, CP_LIMITS, CP_NUM_WORDS, CP_NEVER, CP_TOKEN_BYTES,
-    CP_ROWS, CP_STEPS, CP_MAX_STEPS, CP_SIZE
+    CP_ROWS, CP_STEPS, CP_MAX_STEPS, CP_SPLIT, CP_SIZE
 };
 
 static PyObject *cp_names[12]; /* interned attribute names, made on first use */
@@ -909,8 +912,10 @@ static int cp_may_share(PyObject *counts, PyObject *arena, Py_ssize_t t, long mi
 }
 
 /* 1 when TokenIndex._walk gives regex term t its mask by the whole trie walk for certain (no
- * count view to share, no head split, no alternation of splits, no byte-class table), 0 when
- * it may take another way, -1 with an error set */
+ * count view to share, no head split, no alternation of splits, no byte-class table), 2 when
+ * its first way is a head split (a concatenation with a wide head, no count view to share:
+ * the plan's CP_SPLIT, TokenIndex._walk_split, gives its mask or None), 0 when it may take
+ * another way, -1 with an error set */
 static int cp_whole(PyObject *plan, Py_ssize_t t) {
     PyObject *arena = PyTuple_GET_ITEM(plan, CP_ARENA), *limits = PyTuple_GET_ITEM(plan, CP_LIMITS);
     long lim[3];
@@ -939,9 +944,9 @@ static int cp_whole(PyObject *plan, Py_ssize_t t) {
         r = t >= 0 && t < n ? 1 : 0;
         if (r == 1 && PyTuple_GET_ITEM(plan, CP_LEXICAL) == Py_True) {
             long k = cp_long(kind, t);
-            if (k == K_CONCAT) {
+            if (k == K_CONCAT) { /* 2: the head split answers first (CP_SPLIT) */
                 int wide = cp_head_wide(kind, args, first, n, t, lim[0]);
-                r = wide < 0 ? -1 : !wide;
+                r = wide < 0 ? -1 : !wide ? 1 : PyTuple_GET_ITEM(plan, CP_SPLIT) != Py_None ? 2 : 0;
             } else if (k == K_ALT) {
                 PyObject *members = PyList_GET_ITEM(args, t);
                 if (!PyTuple_Check(members)) r = 0;
@@ -1057,10 +1062,19 @@ static int cold_mask(PyObject *plan, PyObject *forms, PyObject *state, int32_t *
     if (ok <= 0) return ok;
     Py_ssize_t words = PyLong_AsSsize_t(PyTuple_GET_ITEM(plan, CP_NUM_WORDS));
     if (words < 0) return PyErr_Occurred() ? -1 : 0;
+    PyObject *split = NULL;
+    if (ok == 2) { /* _walk_split's mask (EOS bits not set), or None: declined */
+        split = PyObject_CallOneArg(PyTuple_GET_ITEM(plan, CP_SPLIT), state);
+        if (split == NULL) return -1;
+        if (split == Py_None) {
+            Py_DECREF(split);
+            return 0;
+        }
+    }
     /* the walk's arguments; the trie's shortcut tables as trie.walk passes them */
     PyObject *trie_mod = PyTuple_GET_ITEM(plan, CP_TRIE_MOD), *trie = PyTuple_GET_ITEM(plan, CP_TRIE);
     PyObject *below = NULL, *firsts = NULL;
-    int use_below = cp_flag(trie_mod, N_BELOW, 0);
+    int use_below = split ? 0 : cp_flag(trie_mod, N_BELOW, 0);
     if (use_below < 0) return -1;
     if (use_below) {
         below = cp_attr(trie, N_SUBTREE);
@@ -1085,9 +1099,24 @@ static int cold_mask(PyObject *plan, PyObject *forms, PyObject *state, int32_t *
         mb.buf = mask;
         mb.len = 4 * words;
         mb.itemsize = 4;
-        res = walk_into(argv, firsts ? 12 : 10, 1, 1, 1, &mb);
-        rc = res == NULL ? -1 : res == Py_None ? 0 : 1; /* None: the whole row declined */
-        PyObject *dups = PyTuple_GET_ITEM(plan, CP_DUPS);
+        if (split) { /* the split's mask, its duplicate ids included (trie.walk's) */
+            Py_buffer sb;
+            rc = get(split, &sb, 0, 4, "split mask") < 0 ? -1 : 1; /* (released on failure) */
+            if (rc == 1) {
+                if (sb.len != 4 * words) {
+                    PyErr_SetString(PyExc_ValueError, "cold mask: the split mask is not [words]");
+                    rc = -1;
+                } else {
+                    memcpy(mask, sb.buf, 4 * words);
+                }
+                PyBuffer_Release(&sb);
+            }
+            res = Py_NewRef(Py_None);
+        } else {
+            res = walk_into(argv, firsts ? 12 : 10, 1, 1, 1, &mb);
+            rc = res == NULL ? -1 : res == Py_None ? 0 : 1; /* None: the whole row declined */
+        }
+        PyObject *dups = split ? Py_None : PyTuple_GET_ITEM(plan, CP_DUPS);
         if (rc == 1 && dups != Py_None) { /* trie.walk's: a duplicate id live with its holder */
             Py_buffer db;
             if (get(dups, &db, 0, 16, "dups") < 0) {
@@ -1163,6 +1192,7 @@ static int cold_mask(PyObject *plan, PyObject *forms, PyObject *state, int32_t *
     Py_XDECREF(bytes);
     Py_XDECREF(below);
     Py_XDECREF(firsts);
+    Py_XDECREF(split);
     return rc;
 }
 

@@ -213,17 +213,18 @@ class TokenIndex:
         extension without them). Built once per index.
 
         With it, ``masks.fill_row(dst, tensor, row, fill_forms, state, plan)`` does
-        ``fill_form``'s work for a state with no form yet when ``_walk`` would walk the whole
-        trie for it (no count view to share, no head split, no alternation of splits, no
-        byte-class table: the same tests, answered in C), then writes the form: the same
-        mask, rows, states, cached mask and form as ``fill_form``; any other state is
-        declined (None), as are the settings ``walk_bytes`` and ``trie.walk`` read
-        (``trie.use_extension``, ``use_direct_rows``, ``terms.use_extension``) when they
-        leave ``walk_direct``. ``cold_mask(plan, fill_forms, state)`` is that work without
-        the write (the mask, or None: declined or already made), for a destination
-        ``fill_row`` does not take (an ``ndarray``). ``cold_step(plan, state, token)`` is
-        ``token_step`` where the state has a cached row or mask (None: declined, nothing
-        done). Raises: never.
+        ``fill_form``'s work for a state with no form yet when ``_walk`` would walk the
+        whole trie for it (no count view to share, no head split, no alternation of splits,
+        no byte-class table: the same tests, answered in C), or would try a head split first
+        (``_walk_split``, the plan's last entry, called back from C: its mask), then
+        writes the form: the same mask, rows, states, cached mask and form as ``fill_form``;
+        any other state is declined (None), as are the settings ``walk_bytes`` and
+        ``trie.walk`` read (``trie.use_extension``, ``use_direct_rows``,
+        ``terms.use_extension``) when they leave ``walk_direct``. ``cold_mask(plan,
+        fill_forms, state)`` is that work without the write (the mask, or None: declined or
+        already made), for a destination ``fill_row`` does not take (an ``ndarray``).
+        ``cold_step(plan, state, token)`` is ``token_step`` where the state has a cached row
+        or mask (None: declined, nothing done). Raises: never.
         """
         plan = self.__dict__.get("_cold_plan", False)
         if plan is False:
@@ -276,6 +277,7 @@ class TokenIndex:
             self._rows,
             self.steps,
             MAX_STEP_MEMO,
+            self._walk_split if self._lexical is not None else None,
         )
 
     @property

@@ -181,10 +181,11 @@ def test_memo_miss_hit_and_evicted_form(smollm2_tokenizer, smollm2_vocab, monkey
 def test_declined_states_and_settings_take_the_python_way(
     smollm2_tokenizer, smollm2_vocab, monkeypatch
 ):
-    """A string's inside (its mask split into a shared head part and exits) is declined by the
-    C path; so is every state while a setting leaves ``walk_direct`` (the C walk off, rows
-    through the callback, Python derivatives): the Python ``fill_form`` makes those masks,
-    the same words as with every setting on."""
+    """A string's inside (its mask split into a shared head part and exits) is made by the C
+    path through its split callback (``_walk_split``; no Python ``fill_form``), the same
+    words; every state is declined while a setting leaves ``walk_direct`` (the C walk off,
+    rows through the callback, Python derivatives): the Python ``fill_form`` makes those
+    masks, the same words as with every setting on."""
     schema, text, ids = _case("nested", smollm2_tokenizer)
     vocab = smollm2_vocab
     fills = _PythonFills(monkeypatch)
@@ -194,7 +195,7 @@ def test_declined_states_and_settings_take_the_python_way(
     k = next(
         k for k in range(len(ids)) if len(b"".join(vocab.token_bytes[t] for t in ids[:k])) >= inside
     )
-    assert not run[k][2] and np.array_equal(run[k][1], ref[k][1])
+    assert run[k][2] and np.array_equal(run[k][1], ref[k][1])
     for switch in (trie.use_extension, trie.use_direct_rows, terms.use_extension):
         switch(False)
         try:

@@ -125,7 +125,8 @@ def _greedy(engine: Engine) -> tuple[list[list[int]], np.ndarray]:
     model = engine.runner.model
     handle = model.register_forward_hook(lambda _m, _i, out: rows.append(out.detach().clone()))
     params = SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True)
-    prompts = ["alpha beta gamma", "delta " * 40 + "kappa"]  # a decode and a longer prefill
+    # a decode and a longer prefill (~100 tokens: over one 64-row call, inside the 128 positions)
+    prompts = ["alpha beta gamma", "delta " * 16 + "kappa"]
     try:
         tokens = [o.token_ids for o in engine.generate(prompts, params)]
     finally:

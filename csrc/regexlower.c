@@ -498,6 +498,35 @@ static Py_ssize_t class_char(unsigned c, char *out) {
     return 1;
 }
 
+#define ASCII_CLASS_MAX (2 + 128 * 9) /* at most 64 runs of one ("\xHH"), or fewer longer ones */
+
+/* Write the class token of the ASCII bytes set in (lo: bits 0-63, hi: bits 64-127) into buf
+ * (ASCII_CLASS_MAX bytes): "[", each run of set bits as one char or a range, "]", exactly as
+ * regex/lower.py's Python loop writes it. Returns the bytes written. */
+static Py_ssize_t ascii_class_write(unsigned long long lo, unsigned long long hi, char *buf) {
+    Py_ssize_t n = 0;
+    buf[n++] = '[';
+    unsigned b = 0;
+    while (b < 128) {
+        if (!(b < 64 ? (lo >> b & 1) : (hi >> (b - 64) & 1))) {
+            b++;
+            continue;
+        }
+        unsigned end = b;
+        while (end + 1 < 128
+               && (end + 1 < 64 ? (lo >> (end + 1) & 1) : (hi >> (end + 1 - 64) & 1)))
+            end++;
+        n += class_char(b, buf + n);
+        if (end != b) {
+            buf[n++] = '-';
+            n += class_char(end, buf + n);
+        }
+        b = end + 1;
+    }
+    buf[n++] = ']';
+    return n;
+}
+
 /* ascii_class_text(mask) -> str: the class token of the ASCII bytes in mask (an int with
  * bits below 0x80 only, nonzero: checked by the caller), its runs of set bits as ranges,
  * exactly as regex/lower.py's Python loop writes it */
@@ -515,28 +544,8 @@ static PyObject *py_ascii_class_text(PyObject *self, PyObject *mask) {
     Py_DECREF(high);
     if (hi == (unsigned long long)-1 && PyErr_Occurred())
         return NULL;
-    char buf[2 + 128 * 9];  /* at most 64 runs of one ("\xHH"), or fewer longer ones */
-    Py_ssize_t n = 0;
-    buf[n++] = '[';
-    unsigned b = 0;
-    while (b < 128) {
-        int set = b < 64 ? (int)(lo >> b & 1) : (int)(hi >> (b - 64) & 1);
-        if (!set) {
-            b++;
-            continue;
-        }
-        unsigned end = b;
-        while (end + 1 < 128
-               && (end + 1 < 64 ? (lo >> (end + 1) & 1) : (hi >> (end + 1 - 64) & 1)))
-            end++;
-        n += class_char(b, buf + n);
-        if (end != b) {
-            buf[n++] = '-';
-            n += class_char(end, buf + n);
-        }
-        b = end + 1;
-    }
-    buf[n++] = ']';
+    char buf[ASCII_CLASS_MAX];
+    Py_ssize_t n = ascii_class_write(lo, hi, buf);
     return PyUnicode_FromStringAndSize(buf, n);
 }
 
@@ -596,27 +605,8 @@ typedef struct {
 
 /* the class token of (lo, hi) appended to o and its (token, mask) to kt->classes */
 static int kt_class(Kt *kt, unsigned long long lo, unsigned long long hi) {
-    char buf[2 + 128 * 9];
-    Py_ssize_t n = 0;
-    buf[n++] = '[';
-    unsigned b = 0;
-    while (b < 128) {
-        if (!(b < 64 ? (lo >> b & 1) : (hi >> (b - 64) & 1))) {
-            b++;
-            continue;
-        }
-        unsigned end = b;
-        while (end + 1 < 128
-               && (end + 1 < 64 ? (lo >> (end + 1) & 1) : (hi >> (end + 1 - 64) & 1)))
-            end++;
-        n += class_char(b, buf + n);
-        if (end != b) {
-            buf[n++] = '-';
-            n += class_char(end, buf + n);
-        }
-        b = end + 1;
-    }
-    buf[n++] = ']';
+    char buf[ASCII_CLASS_MAX];
+    Py_ssize_t n = ascii_class_write(lo, hi, buf);
     Py_UCS4 ucs[sizeof buf];
     for (Py_ssize_t j = 0; j < n; j++)
         ucs[j] = (unsigned char)buf[j];

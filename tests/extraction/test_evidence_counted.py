@@ -8,7 +8,14 @@ from decimal import Decimal
 import jsonschema
 
 from structgen.extraction.evidence import apply_evidence
-from structgen.extraction.evidence.counted import counted_fields, counted_items, item_phrases
+from structgen.extraction.evidence.counted import (
+    counted_fields,
+    counted_items,
+    item_phrases,
+    measured_fields,
+    measured_items,
+    measurements,
+)
 
 STR = {"type": "string", "maxLength": 80}
 INT = {"type": "integer", "minimum": 1}
@@ -129,3 +136,50 @@ def test_no_priced_phrase_and_invalid_results_keep_the_model():
     one = _array(1, description=STR, quantity=INT, unit_value=NUM)
     value = {"sender": "Kyoto", "items": [{"description": "x", "quantity": 1, "unit_value": 1}]}
     assert apply_evidence(_schema(one), EXPORT, value) == (value, [])
+
+
+ENUM = {"enum": ["normal", "high", "low"]}
+NSTR = {"type": ["string", "null"], "maxLength": 20}
+TESTS = _array(6, name=STR, value={"type": "number"}, unit=NSTR, flag=ENUM)
+LAB = (
+    "Patient Zoë Lindqvist fasted twelve hours before her sample on the 4th of April 2026 "
+    "at Nordlab. Potassium was 5.9 mmol/L, flagged high; sodium 139 mmol/L, normal; "
+    "creatinine eighty-two µmol/L, normal."
+)
+
+
+def test_measurement_shape():
+    assert measured_fields({}, TESTS["items"]) == ("name", "value", "unit", "flag")
+    # no enum: a recipe's name, quantity and unit are no measurement of this rule
+    assert measured_fields({}, _array(name=STR, quantity=NUM, unit=NSTR)["items"]) is None
+    assert measured_fields({}, GOODS["items"]) is None
+
+
+def test_measurement_clauses():
+    text = "Fasting. Glucose 5.4 mmol/L (normal); HbA1c 6.1 % (high). Collected 2026-01-27 here."
+    assert [(n, v[0], u, r) for n, v, u, r in measurements(text)] == [
+        ("Glucose", Decimal("5.4"), "mmol/L", " (normal)"),
+        ("HbA1c", Decimal("6.1"), "%", " (high)"),
+    ]
+    # what is measured written after the unit: no measurement clause
+    assert measurements("Ingredients: 100 g almond flour, 2 egg whites.") == []
+
+
+def test_lab_tests_one_per_clause():
+    model = [{"name": "L", "value": 139, "unit": "mmol", "flag": "normal"}]
+    assert measured_items({}, TESTS, LAB, model) == [
+        {"name": "Potassium", "value": 5.9, "unit": "mmol/L", "flag": "high"},
+        {"name": "sodium", "value": 139, "unit": "mmol/L", "flag": "normal"},
+        {"name": "creatinine", "value": 82, "unit": "µmol/L", "flag": "normal"},
+    ]
+    schema = _schema(TESTS)
+    out, changed = apply_evidence(schema, LAB, {"sender": "Nordlab", "items": model})
+    assert "items" in changed and len(out["items"]) == 3
+
+
+def test_a_clause_without_one_option_keeps_the_model():
+    text = "Hemoglobin: 11.2 g/dL, below range. Ferritin: 9 ng/mL, low."
+    model = [{"name": "Hemoglobin", "value": 11.2, "unit": "g", "flag": "normal"}]
+    assert measured_items({}, TESTS, text, model) is None
+    text = "Hemoglobin: 11.2 g/dL, low or normal. Ferritin: 9 ng/mL, low."
+    assert measured_items({}, TESTS, text, model) is None

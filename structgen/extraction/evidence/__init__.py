@@ -296,7 +296,9 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   field named ``price``, ``value``, ``cost`` or ``amount``) is read from the text's item
   phrases, each item's parts from one phrase ("12 x SKU-4471 tea bowl @ USD 18.40":
   12, "SKU-4471 tea bowl", 18.40), replacing the model's items (``counted.counted_items``),
-  run last.
+  run last; an array of measurements (one free string, one number, an enum flag,
+  optionally a string ``unit``) likewise from the text's measurement clauses ("sodium
+  139 mmol/L, normal"), where each clause names one option (``counted.measured_items``).
 
 A replacement is kept only when the object stays valid under the schema (``jsonschema``).
 The rules read the text only (no model call); ``extract(evidence=...)`` turns them on,

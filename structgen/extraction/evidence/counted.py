@@ -1,4 +1,6 @@
-"""An array of counted items read from the text's item phrases (``counted_items``).
+"""Arrays of counted goods and of measurements read from the text's item phrases and
+measurement clauses (``counted_items``, ``measured_items``), each item's parts from one
+local region of the text.
 
 A list of goods writes each item as one local phrase: its count, what is counted, and
 its price after it ("12 x SKU-4471 tea bowl @ USD 18.40", "four LED panels at ¥12,800
@@ -22,6 +24,12 @@ sentence end between. With a price field only phrases with a price are items (th
 field's reading is the numeral's first reading it accepts); without one, the phrases
 are items when there are two or more of them joined by a list joiner, or one whose
 count is some model item's count.
+
+A list of measurements writes one per clause ("Potassium was 5.9 mmol/L, flagged high;
+sodium 139 mmol/L, normal"): ``measured_items`` reads an array whose item object holds one
+free string (what is measured), one number, an enum (its flag) and optionally a string
+``unit``, one item per measurement clause (``measurements``), where every clause names
+exactly one of the enum's options.
 """
 
 from __future__ import annotations
@@ -35,7 +43,14 @@ from structgen.extraction.labels import amount_spans
 from structgen.extraction.refs import resolve as _resolve
 from structgen.fsm.numerals import numeral_spans
 
-__all__ = ["counted_fields", "item_phrases", "counted_items"]
+__all__ = [
+    "counted_fields",
+    "item_phrases",
+    "counted_items",
+    "measured_fields",
+    "measurements",
+    "measured_items",
+]
 
 _COUNT_WORDS = ("quantity", "qty", "count")
 _PRICE_WORDS = ("price", "value", "cost", "amount")
@@ -198,5 +213,141 @@ def counted_items(root: Any, array: Any, text: str, current: list) -> list[dict]
             if not fitting:
                 return None
             item[price] = _number(fitting[0])
+        out.append({k: item[k] for k in props if k in item})
+    return out
+
+
+_UNIT_NAMES = ("unit", "units")
+_CLAUSE_END = re.compile(r"[;\n|]|[.!?](?=\s|$)")
+_NAME_WORD = re.compile(r"[^\W\d_][\w'’/-]*$")
+_LINK_WORDS = frozenset("was is were are at of".split())
+_MAX_NAME_WORDS = 3
+
+
+def measured_fields(root: Any, items: Any) -> tuple[str, str, str | None, str | None] | None:
+    """``(name, value, unit or None, flag or None)`` field names of an array's item
+    schema when it is a measurement: exactly one free string (what is measured), one
+    number, at most one string field named ``unit`` / ``units`` and at most one enum;
+    the enum (a flag the text names per item) required. None for any other shape.
+    """
+    items = _resolve(root, items)
+    if not isinstance(items, dict) or not isinstance(items.get("properties"), dict):
+        return None
+    name = value = unit = flag = None
+    for key, prop in items["properties"].items():
+        kind, _ = field_kind(root, prop)
+        if kind == "number" and value is None:
+            value = key
+        elif kind == "enum" and flag is None:
+            flag = key
+        elif free_string_schema(root, prop) is not None and key.lower() in _UNIT_NAMES:
+            if unit is not None:
+                return None
+            unit = key
+        elif free_string_schema(root, prop) is not None and name is None:
+            name = key
+        else:
+            return None
+    if name is None or value is None or flag is None:
+        return None
+    return name, value, unit, flag
+
+
+def _whole(text: str, start: int, end: int) -> bool:
+    """Whether the numeral at ``text[start:end]`` is a word of its own: neither a letter,
+    digit nor ``-`` / ``/`` glued to either side ("HbA1c", "B12", "2026-01-27").
+    """
+    before = text[start - 1] if start > 0 else " "
+    after = text[end] if end < len(text) else " "
+    return not (before.isalnum() or before in "-/") and not (after.isalnum() or after in "-/")
+
+
+def measurements(text: str) -> list[tuple[str, tuple[Decimal, ...], str | None, str]]:
+    """The measurement clauses of ``text``: a clause (between ``;``, ``|``, a line end
+    or a sentence end) that starts with one to three name words, then optionally a
+    ``:`` or a link word ("was", "is"), then a numeral that is a word of its own, then
+    its unit (``%`` or the token after the numeral's space, none where a punctuation
+    mark or the clause's end follows), then no word ("100 g almond flour" names what it
+    measures after the unit: no measurement clause).
+
+    Returns:
+        ``(name, value readings, unit or None, the clause's rest after the unit)`` per
+        clause, in text order.
+    """
+    spans = numeral_spans(text)
+    found = []
+    start = 0
+    for end_m in [*_CLAUSE_END.finditer(text), None]:
+        end = end_m.start() if end_m is not None else len(text)
+        clause_spans = [s for s in spans if start <= s[0] < end and _whole(text, s[0], s[1])]
+        if clause_spans:
+            n_start, n_end, values = clause_spans[0]
+            head = text[start:n_start].strip().rstrip(":").strip()
+            words = head.split()
+            while words and words[-1].lower() in _LINK_WORDS:
+                words.pop()
+            tail = text[n_end:end]
+            unit_m = re.match(r"(\s*%|\s+[^\s,;()\[\]]+)", tail)
+            unit = unit_m.group(1).strip() if unit_m is not None else None
+            rest = tail[unit_m.end() :] if unit_m is not None else tail
+            if (
+                1 <= len(words) <= _MAX_NAME_WORDS
+                and all(_NAME_WORD.match(w) for w in words)
+                and not re.match(r"\s*[^\W\d_]", rest)  # "100 g almond flour": named after
+            ):
+                found.append((" ".join(words), values, unit, rest))
+        start = end_m.end() if end_m is not None else len(text)
+    return found
+
+
+def measured_items(root: Any, array: Any, text: str, current: list) -> list[dict] | None:
+    """The items of an array of measurements as the text's measurement clauses write
+    them (``measurements``): each clause one item, its name, first numeral reading the
+    number field accepts, unit, and the one enum option its rest names as a whole word.
+    None where the shape is not a measurement (``measured_fields``), the text has fewer
+    than two such clauses and its one clause's value is no model item's value, or some
+    clause names no option or two (or its value or unit does not fit the field).
+
+    Args and returns as :func:`counted_items`. Raises: never.
+    """
+    array = _resolve(root, array)
+    if not isinstance(array, dict):
+        return None
+    items = _resolve(root, array.get("items"))
+    fields = measured_fields(root, items)
+    if fields is None:
+        return None
+    name, value, unit, flag = fields
+    found = measurements(text)
+    if unit is not None:
+        found = [m for m in found if m[2] is not None]
+    if not found:
+        return None
+    props = items["properties"]
+    _, value_branch = field_kind(root, props[value])
+    if len(found) == 1:
+        values = {
+            Decimal(str(i.get(value)))
+            for i in current
+            if isinstance(i, dict) and isinstance(i.get(value), (int, float))
+        }
+        if not values & set(found[0][1]):
+            return None
+    options = []
+    if flag is not None:
+        options = [o for o in field_kind(root, props[flag])[1]["enum"] if isinstance(o, str)]
+    out = []
+    for label, readings, unit_text, rest in found:
+        fitting = [v for v in readings if accepts_number(value_branch, v)]
+        if not fitting:
+            return None
+        item: dict[str, Any] = {name: label, value: _number(fitting[0])}
+        if unit is not None:
+            item[unit] = unit_text
+        if flag is not None:
+            named = [o for o in options if re.search(rf"(?<!\w){re.escape(o)}(?!\w)", rest, re.I)]
+            if len(named) != 1:
+                return None
+            item[flag] = named[0]
         out.append({k: item[k] for k in props if k in item})
     return out

@@ -12,9 +12,12 @@ from structgen.extraction.evidence.counted import (
     counted_fields,
     counted_items,
     item_phrases,
+    keyed_runs,
     measured_fields,
     measured_items,
     measurements,
+    pair_fields,
+    pair_items,
 )
 
 STR = {"type": "string", "maxLength": 80}
@@ -183,3 +186,43 @@ def test_a_clause_without_one_option_keeps_the_model():
     assert measured_items({}, TESTS, text, model) is None
     text = "Hemoglobin: 11.2 g/dL, low or normal. Ferritin: 9 ng/mL, low."
     assert measured_items({}, TESTS, text, model) is None
+
+
+GRADES = _array(subject=STR, grade={"type": "string", "maxLength": 10})
+
+
+def test_pair_shape():
+    assert pair_fields({}, GRADES["items"]) == ("subject", "grade")
+    assert pair_fields({}, RETURNS["items"]) is None
+    assert pair_fields({}, TESTS["items"]) is None
+
+
+def test_keyed_runs():
+    text = (
+        "Pupil: Noah Brennan-Kowalczyk, Year 9. Mathematics: A; English: B+; Physics: A*; "
+        "History: B. Attendance 96.5% (three days absent)."
+    )
+    assert keyed_runs(text) == [
+        [("Mathematics", "A"), ("English", "B+"), ("Physics", "A*"), ("History", "B")]
+    ]
+    text = "Grades: French 16/20, Mathematics 14/20, Biology 17.5/20. Attendance: 100 per cent."
+    assert keyed_runs(text) == [
+        [("French", "16/20"), ("Mathematics", "14/20"), ("Biology", "17.5/20")]
+    ]
+    # names in a list are no keyed values; two pairs are no run
+    assert keyed_runs("Speakers: Ines Carvalho, Mark Obi, Chen Wei and Sara Lind.") == []
+    assert keyed_runs("Mathematics: A; English: B+.") == []
+
+
+def test_grades_from_the_one_run():
+    text = "Year 9. Mathematics: A; English: B+; Physics: A*; History: B. Tutor: Mrs Pritchard."
+    model = [{"subject": "English", "grade": "A"}, {"subject": "History", "grade": "B"}]
+    assert pair_items({}, GRADES, text, model) == [
+        {"subject": "Mathematics", "grade": "A"},
+        {"subject": "English", "grade": "B+"},
+        {"subject": "Physics", "grade": "A*"},
+        {"subject": "History", "grade": "B"},
+    ]
+    # two runs: which one the array lists is not known
+    two = text + " Effort: 1; Conduct: 2; Homework: 1."
+    assert pair_items({}, GRADES, two, model) is None

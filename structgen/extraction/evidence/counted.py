@@ -1,6 +1,6 @@
-"""Arrays of counted goods and of measurements read from the text's item phrases and
-measurement clauses (``counted_items``, ``measured_items``), each item's parts from one
-local region of the text.
+"""Arrays of counted goods, of measurements and of keyed values read from the text's
+item phrases, measurement clauses and runs of keyed values (``counted_items``,
+``measured_items``, ``pair_items``), each item's parts from one local region of the text.
 
 A list of goods writes each item as one local phrase: its count, what is counted, and
 its price after it ("12 x SKU-4471 tea bowl @ USD 18.40", "four LED panels at ¥12,800
@@ -30,6 +30,11 @@ sodium 139 mmol/L, normal"): ``measured_items`` reads an array whose item object
 free string (what is measured), one number, an enum (its flag) and optionally a string
 ``unit``, one item per measurement clause (``measurements``), where every clause names
 exactly one of the enum's options.
+
+A list of keyed values writes key and value next to each other, the pairs joined by
+``,`` or ``;`` ("Mathematics: A; English: B+; Physics: A*"): ``pair_items`` reads an array
+whose item object holds exactly two free strings from the text's one run of at least
+``MIN_PAIRS`` such pairs (``keyed_runs``); a name list ("Ines Carvalho, Mark Obi") is no run.
 """
 
 from __future__ import annotations
@@ -50,6 +55,9 @@ __all__ = [
     "measured_fields",
     "measurements",
     "measured_items",
+    "pair_fields",
+    "keyed_runs",
+    "pair_items",
 ]
 
 _COUNT_WORDS = ("quantity", "qty", "count")
@@ -351,3 +359,84 @@ def measured_items(root: Any, array: Any, text: str, current: list) -> list[dict
             item[flag] = named[0]
         out.append({k: item[k] for k in props if k in item})
     return out
+
+
+_PAIR = re.compile(
+    r"(?P<key>[^\W\d_][\w'’-]*(?: [^\W\d_][\w'’-]*){0,2}):? (?P<value>[^\s,;]+?)(?=[,;]|\.(?:\s|$)|$)"
+)
+_PAIR_JOINER = re.compile(r"\s*[,;]\s*(?:and\s+)?")
+MIN_PAIRS = 3
+
+
+def pair_fields(root: Any, items: Any) -> tuple[str, str] | None:
+    """``(key, value)`` field names of an array's item schema when it holds exactly two
+    properties, both free strings (``subject`` and ``grade``), in schema order; else None.
+    """
+    items = _resolve(root, items)
+    if not isinstance(items, dict) or not isinstance(items.get("properties"), dict):
+        return None
+    props = list(items["properties"].items())
+    if len(props) != 2 or any(free_string_schema(root, p) is None for _, p in props):
+        return None
+    return props[0][0], props[1][0]
+
+
+def keyed_runs(text: str) -> list[list[tuple[str, str]]]:
+    """The runs of keyed values of ``text``: at least ``MIN_PAIRS`` pairs in a row, each
+    one to three words (the key; the first a letter word) then an optional ``:`` and one
+    token without spaces (the value, ending at ``,``, ``;`` or a sentence end), the pairs
+    joined by ``,`` or ``;`` only ("Mathematics: A; English: B+; Physics: A*", "French
+    16/20, Mathematics 14/20, Biology 17.5/20").
+
+    Returns:
+        Each run as its ``(key, value)`` pairs, in text order.
+    """
+    runs: list[list[tuple[str, str]]] = []
+    run: list[tuple[str, str]] = []
+    last_end = -1
+    pos = 0
+    while pos < len(text):
+        m = _PAIR.search(text, pos)
+        if m is None:
+            break
+        key_words = m.group("key").split()
+        start = m.start()
+        if run and _PAIR_JOINER.fullmatch(text[last_end:start]) is None:
+            runs.append(run) if len(run) >= MIN_PAIRS else None
+            run = []
+        if (
+            re.fullmatch(r"[^\W\d_][^\W\d]{2,}\W*", m.group("value"))
+            and m.group("value")[0].isupper()
+        ):
+            # a name word ("Alice Smith, Bob Jones"): no value; the run ends
+            runs.append(run) if len(run) >= MIN_PAIRS else None
+            run = []
+            pos = m.start("value")
+            continue
+        run.append((" ".join(key_words), m.group("value")))
+        last_end = m.end()
+        pos = m.end()
+    if len(run) >= MIN_PAIRS:
+        runs.append(run)
+    return runs
+
+
+def pair_items(root: Any, array: Any, text: str, current: list) -> list[dict] | None:
+    """The items of an array of keyed values (``pair_fields``) as the text's one run of
+    keyed values writes them (``keyed_runs``): the key into the first field, the value
+    into the second. None where the shape differs, the text has no run or several, or
+    a value does not fit its field.
+
+    Args and returns as :func:`counted_items`. Raises: never.
+    """
+    array = _resolve(root, array)
+    if not isinstance(array, dict):
+        return None
+    fields = pair_fields(root, array.get("items"))
+    if fields is None:
+        return None
+    runs = keyed_runs(text)
+    if len(runs) != 1:
+        return None
+    key, value = fields
+    return [{key: k, value: v} for k, v in runs[0]]

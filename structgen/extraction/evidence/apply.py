@@ -5,10 +5,10 @@ order (``options``, ``numbers``), then per field the amount, identifier, phone, 
 span-start, name-run, label, appositive and place-list rules, then the repeat, range,
 string repeat, sibling-cut, honorific and date order rules, then per field the foreign
 numeral, phone fragment and e-mail shape rules, then the contact rule (``contacts``), then
-the null rules (``nulls``); last,
-unsupported array items are dropped (``items.trim_items``) and arrays of counted goods
-measurements and keyed values read from their phrases, clauses and runs (``counted``). The rules: the package
-docstring, ``structgen.extraction.evidence``.
+the null rules (``nulls``); last, unsupported array items are dropped
+(``items.trim_items``) and arrays of counted goods, measurements and keyed values read
+from their phrases, clauses and runs (``counted``). The rules: the package docstring,
+``structgen.extraction.evidence``.
 """
 
 from __future__ import annotations

@@ -362,7 +362,8 @@ def measured_items(root: Any, array: Any, text: str, current: list) -> list[dict
 
 
 _PAIR = re.compile(
-    r"(?P<key>[^\W\d_][\w'’-]*(?: [^\W\d_][\w'’-]*){0,2}):? (?P<value>[^\s,;]+?)(?=[,;]|\.(?:\s|$)|$)"
+    r"(?P<key>[^\W\d_][\w'’-]*(?: [^\W\d_][\w'’-]*){0,2}):? "
+    r"(?P<value>[^\s,;]+?)(?=[,;]|\.(?:\s|$)|$)"
 )
 _PAIR_JOINER = re.compile(r"\s*[,;]\s*(?:and\s+)?")
 MIN_PAIRS = 3

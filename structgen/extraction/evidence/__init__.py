@@ -291,6 +291,16 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
 * **array items**: items the text does not support are dropped (``items.trim_items``:
   from the first repeat of an earlier item on, and items whose parts the text writes
   apart), run after the rules above.
+* **counted goods**: a top-level array whose items hold a count (an integer field named
+  ``quantity``, ``qty`` or ``count``), one free string and at most one price (a number
+  field named ``price``, ``value``, ``cost`` or ``amount``) is read from the text's item
+  phrases, each item's parts from one phrase ("12 x SKU-4471 tea bowl @ USD 18.40":
+  12, "SKU-4471 tea bowl", 18.40), replacing the model's items (``counted.counted_items``),
+  run last; an array of measurements (one free string, one number, an enum flag,
+  optionally a string ``unit``) likewise from the text's measurement clauses ("sodium
+  139 mmol/L, normal"), where each clause names one option (``counted.measured_items``);
+  an array of two free strings from the text's one run of three or more keyed values
+  ("Mathematics: A; English: B+; Physics: A*", ``counted.pair_items``).
 
 A replacement is kept only when the object stays valid under the schema (``jsonschema``).
 The rules read the text only (no model call); ``extract(evidence=...)`` turns them on,

@@ -5,9 +5,10 @@ order (``options``, ``numbers``), then per field the amount, identifier, phone, 
 span-start, name-run, label, appositive and place-list rules, then the repeat, range,
 string repeat, sibling-cut, honorific and date order rules, then per field the foreign
 numeral, phone fragment and e-mail shape rules, then the contact rule (``contacts``), then
-the null rules (``nulls``); last,
-unsupported array items are dropped (``items.trim_items``). The rules: the package
-docstring, ``structgen.extraction.evidence``.
+the null rules (``nulls``); last, unsupported array items are dropped
+(``items.trim_items``) and arrays of counted goods, measurements and keyed values read
+from their phrases, clauses and runs (``counted``). The rules: the package docstring,
+``structgen.extraction.evidence``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 import jsonschema
 
 from structgen.extraction.evidence.contacts import contact_object
+from structgen.extraction.evidence.counted import counted_items, measured_items, pair_items
 from structgen.extraction.evidence.dates import (
     dates_in_order,
     named_date,
@@ -304,7 +306,33 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
     if not changed or not checker.is_valid(out):
         out, changed = value, []
     trimmed, dropped = trim_items(schema, text, out)
-    return trimmed, list(dict.fromkeys(changed + dropped))  # a field changed twice: once
+    trimmed, counted = _counted(schema, text, trimmed, checker)
+    return trimmed, list(dict.fromkeys(changed + dropped + counted))  # changed twice: once
+
+
+def _counted(schema: dict, text: str, value: dict, checker: Any) -> tuple[dict, list[str]]:
+    """``value`` with each top-level array of counted goods, measurements or keyed values
+    read from the text (``counted.counted_items``, ``measured_items``, ``pair_items``),
+    kept only where the whole object stays valid.
+    """
+    props = _resolve(schema, schema).get("properties") or {}
+    out, changed = value, []
+    for name, prop in props.items():
+        current = out.get(name)
+        if not isinstance(current, list):
+            continue
+        new = counted_items(schema, prop, text, current)
+        if new is None:
+            new = measured_items(schema, prop, text, current)
+        if new is None:
+            new = pair_items(schema, prop, text, current)
+        if new is None or new == current:
+            continue
+        trial = dict(out)
+        trial[name] = new
+        if checker.is_valid(trial):
+            out, changed = trial, changed + [name]
+    return out, changed
 
 
 def _plain(num: Decimal) -> int | float:

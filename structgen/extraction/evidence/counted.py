@@ -1,0 +1,443 @@
+"""Arrays of counted goods, of measurements and of keyed values read from the text's
+item phrases, measurement clauses and runs of keyed values (``counted_items``,
+``measured_items``, ``pair_items``), each item's parts from one local region of the text.
+
+A list of goods writes each item as one local phrase: its count, what is counted, and
+its price after it ("12 x SKU-4471 tea bowl @ USD 18.40", "four LED panels at ¥12,800
+each", "two Zenith phone cases and one Zenith screen protector"). A small model fills
+such an item's fields from different places of the text (the description from an
+invoice number, the count's numeral repeated as the price, one item for three). The rule
+reads the phrases instead, for an array whose item object has exactly:
+
+* a *count* field: an integer field whose name holds ``quantity``, ``qty`` or ``count``;
+* a *description* field: the one free string field (no enum, format or pattern);
+* at most one *price* field: a number field whose name holds ``price``, ``value``,
+  ``cost`` or ``amount``.
+
+An item phrase is a whole-number numeral (digits or English words, ``numeral_spans``)
+that starts a word and is not part of a code (no ``#``, ``-``, ``/``, letter or digit
+right before it), then an optional ``x`` / ``×``, then one to six words up to a
+punctuation mark or a stop word (``at``, ``@``, ``for``, ``each``, ``and``, ``because``,
+...) with at least one letter word; its price is the first currency-marked numeral
+(``labels.amount_spans``) after it, before the next phrase and with no ``;`` or
+sentence end between. With a price field only phrases with a price are items (the
+field's reading is the numeral's first reading it accepts); without one, the phrases
+are items when there are two or more of them joined by a list joiner, or one whose
+count is some model item's count.
+
+A list of measurements writes one per clause ("Potassium was 5.9 mmol/L, flagged high;
+sodium 139 mmol/L, normal"): ``measured_items`` reads an array whose item object holds one
+free string (what is measured), one number, an enum (its flag) and optionally a string
+``unit``, one item per measurement clause (``measurements``), where every clause names
+exactly one of the enum's options.
+
+A list of keyed values writes key and value next to each other, the pairs joined by
+``,`` or ``;`` ("Mathematics: A; English: B+; Physics: A*"): ``pair_items`` reads an array
+whose item object holds exactly two free strings from the text's one run of at least
+``MIN_PAIRS`` such pairs (``keyed_runs``); a name list ("Ines Carvalho, Mark Obi") is no run.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+from typing import Any
+
+from structgen.extraction.evidence.fields import accepts_number, field_kind, free_string_schema
+from structgen.extraction.labels import amount_spans
+from structgen.extraction.refs import resolve as _resolve
+from structgen.fsm.numerals import numeral_spans
+
+__all__ = [
+    "counted_fields",
+    "item_phrases",
+    "counted_items",
+    "measured_fields",
+    "measurements",
+    "measured_items",
+    "pair_fields",
+    "keyed_runs",
+    "pair_items",
+]
+
+_COUNT_WORDS = ("quantity", "qty", "count")
+_PRICE_WORDS = ("price", "value", "cost", "amount")
+_STOP = frozenset(
+    "at for each and because from with to in on per value priced costing or by as "
+    "which that who were was is are".split()
+)
+_MAX_WORDS = 6
+_TIMES = re.compile(r"\s*[x×]\s+|\s*×\s*", re.IGNORECASE)
+_TOKEN = re.compile(r"\s*([^\s,;:.()@!?]+(?:\.[^\s,;:.()@!?]+)*)")
+_JOINER = re.compile(r"\s*(?:,|;|&|and|,\s*and)\s*$", re.IGNORECASE)
+
+
+def _name_words(name: str) -> list[str]:
+    return [w for w in re.split(r"[_\W]+|(?<=[a-z])(?=[A-Z])", name) if w]
+
+
+def counted_fields(root: Any, items: Any) -> tuple[str, str, str | None] | None:
+    """``(count, description, price or None)`` field names of an array's item schema
+    (module docstring), or None where the item object is not of that shape.
+    """
+    items = _resolve(root, items)
+    if not isinstance(items, dict) or not isinstance(items.get("properties"), dict):
+        return None
+    count = desc = price = None
+    for name, prop in items["properties"].items():
+        words = [w.lower() for w in _name_words(name)]
+        kind, branch = field_kind(root, prop)
+        if kind == "number" and any(w in _COUNT_WORDS for w in words):
+            types = branch.get("type")
+            types = {types} if isinstance(types, str) else set(types or ())
+            if "integer" not in types or count is not None:
+                return None
+            count = name
+        elif kind == "number" and any(w in _PRICE_WORDS for w in words):
+            if price is not None:
+                return None
+            price = name
+        elif free_string_schema(root, prop) is not None:
+            if desc is not None:
+                return None
+            desc = name
+        else:
+            return None
+    if count is None or desc is None:
+        return None
+    return count, desc, price
+
+
+def item_phrases(text: str) -> list[tuple[int, int, Decimal, str, tuple[Decimal, ...] | None]]:
+    """The item phrases of ``text`` (module docstring), in text order.
+
+    Returns:
+        ``(start, end, count, description, price readings or None)`` per phrase:
+        ``start`` / ``end`` the character offsets of the count and of the description's
+        end; the count a positive whole number.
+    """
+    spans = numeral_spans(text)
+    amounts = amount_spans(text)
+    found: list[list[Any]] = []
+    for start, end, values in spans:
+        count = values[0]
+        if count <= 0 or count != count.to_integral_value():
+            continue
+        if start > 0 and not (text[start - 1].isspace() or text[start - 1] in "(:"):
+            continue
+        if any(a <= start < b for a, b, _ in amounts):
+            continue  # a price, not a count
+        at = end
+        times = _TIMES.match(text, at)
+        if times is not None:
+            at = times.end()
+        elif end < len(text) and not text[end].isspace():
+            continue  # "12kg", "3/4"
+        words: list[str] = []
+        desc_end = at
+        while len(words) <= _MAX_WORDS:
+            token = _TOKEN.match(text, desc_end)
+            if token is None or token.group(1).lower() in _STOP:
+                break
+            if words and token.group(1)[0].isdigit() and not re.search(r"[^\W\d_]", token.group(1)):
+                break  # the next numeral
+            words.append(token.group(1))
+            desc_end = token.end()
+        if not words or len(words) > _MAX_WORDS:
+            continue
+        if not any(re.fullmatch(r"[^\W\d_][\w'’-]*", w) for w in words):
+            continue
+        desc = text[at:desc_end].strip()
+        found.append([start, desc_end, count, desc, None])
+    for i, phrase in enumerate(found):
+        limit = found[i + 1][0] if i + 1 < len(found) else len(text)
+        for a, _b, readings in amounts:
+            if a < phrase[1] or a >= limit:
+                continue
+            between = text[phrase[1] : a]
+            if ";" in between or re.search(r"[.!?](\s|$)", between):
+                break
+            phrase[4] = readings
+            break
+    return [tuple(p) for p in found]  # type: ignore[misc]
+
+
+def _number(value: Decimal) -> int | float:
+    return int(value) if value == value.to_integral_value() else float(value)
+
+
+def counted_items(root: Any, array: Any, text: str, current: list) -> list[dict] | None:
+    """The items of an array of counted goods as the text's item phrases write them
+    (module docstring), or None where the array's items are not of that shape, the text
+    has no item phrase that qualifies, or a price fits none of its readings.
+
+    Args:
+        root: the whole schema (``$ref`` resolution).
+        array: the array property's subschema.
+        text: the document.
+        current: the array's items as extracted (model order).
+
+    Returns:
+        A new list of item dicts (count, description and, where the shape has one, price),
+        or None. Raises: never.
+    """
+    array = _resolve(root, array)
+    if not isinstance(array, dict):
+        return None
+    items = _resolve(root, array.get("items"))
+    fields = counted_fields(root, items)
+    if fields is None:
+        return None
+    count, desc, price = fields
+    phrases = item_phrases(text)
+    if price is not None:
+        phrases = [p for p in phrases if p[4] is not None]
+    elif len(phrases) >= 2:
+        joined = all(
+            _JOINER.match(text[a[1] : b[0]]) for a, b in zip(phrases, phrases[1:], strict=False)
+        )
+        if not joined:
+            return None
+    elif phrases:
+        counts = {
+            Decimal(str(i.get(count)))
+            for i in current
+            if isinstance(i, dict) and isinstance(i.get(count), int)
+        }
+        if phrases[0][2] not in counts:
+            return None
+    if not phrases:
+        return None
+    props = items["properties"]
+    _, count_branch = field_kind(root, props[count])
+    price_branch = field_kind(root, props[price])[1] if price is not None else None
+    out = []
+    for _, _, n, description, readings in phrases:
+        if not accepts_number(count_branch, n):
+            return None
+        item: dict[str, Any] = {desc: description, count: int(n)}
+        if price is not None:
+            fitting = [v for v in readings or () if accepts_number(price_branch, v)]
+            if not fitting:
+                return None
+            item[price] = _number(fitting[0])
+        out.append({k: item[k] for k in props if k in item})
+    return out
+
+
+_UNIT_NAMES = ("unit", "units")
+_CLAUSE_END = re.compile(r"[;\n|]|[.!?](?=\s|$)")
+_NAME_WORD = re.compile(r"[^\W\d_][\w'’/-]*$")
+_LINK_WORDS = frozenset("was is were are at of".split())
+_MAX_NAME_WORDS = 3
+
+
+def measured_fields(root: Any, items: Any) -> tuple[str, str, str | None, str | None] | None:
+    """``(name, value, unit or None, flag or None)`` field names of an array's item
+    schema when it is a measurement: exactly one free string (what is measured), one
+    number, at most one string field named ``unit`` / ``units`` and at most one enum;
+    the enum (a flag the text names per item) required. None for any other shape.
+    """
+    items = _resolve(root, items)
+    if not isinstance(items, dict) or not isinstance(items.get("properties"), dict):
+        return None
+    name = value = unit = flag = None
+    for key, prop in items["properties"].items():
+        kind, _ = field_kind(root, prop)
+        if kind == "number" and value is None:
+            value = key
+        elif kind == "enum" and flag is None:
+            flag = key
+        elif free_string_schema(root, prop) is not None and key.lower() in _UNIT_NAMES:
+            if unit is not None:
+                return None
+            unit = key
+        elif free_string_schema(root, prop) is not None and name is None:
+            name = key
+        else:
+            return None
+    if name is None or value is None or flag is None:
+        return None
+    return name, value, unit, flag
+
+
+def _whole(text: str, start: int, end: int) -> bool:
+    """Whether the numeral at ``text[start:end]`` is a word of its own: neither a letter,
+    digit nor ``-`` / ``/`` glued to either side ("HbA1c", "B12", "2026-01-27").
+    """
+    before = text[start - 1] if start > 0 else " "
+    after = text[end] if end < len(text) else " "
+    return not (before.isalnum() or before in "-/") and not (after.isalnum() or after in "-/")
+
+
+def measurements(text: str) -> list[tuple[str, tuple[Decimal, ...], str | None, str]]:
+    """The measurement clauses of ``text``: a clause (between ``;``, ``|``, a line end
+    or a sentence end) that starts with one to three name words, then optionally a
+    ``:`` or a link word ("was", "is"), then a numeral that is a word of its own, then
+    its unit (``%`` or the token after the numeral's space, none where a punctuation
+    mark or the clause's end follows), then no word ("100 g almond flour" names what it
+    measures after the unit: no measurement clause).
+
+    Returns:
+        ``(name, value readings, unit or None, the clause's rest after the unit)`` per
+        clause, in text order.
+    """
+    spans = numeral_spans(text)
+    found = []
+    start = 0
+    for end_m in [*_CLAUSE_END.finditer(text), None]:
+        end = end_m.start() if end_m is not None else len(text)
+        clause_spans = [s for s in spans if start <= s[0] < end and _whole(text, s[0], s[1])]
+        if clause_spans:
+            n_start, n_end, values = clause_spans[0]
+            head = text[start:n_start].strip().rstrip(":").strip()
+            words = head.split()
+            while words and words[-1].lower() in _LINK_WORDS:
+                words.pop()
+            tail = text[n_end:end]
+            unit_m = re.match(r"(\s*%|\s+[^\s,;()\[\]]+)", tail)
+            unit = unit_m.group(1).strip() if unit_m is not None else None
+            rest = tail[unit_m.end() :] if unit_m is not None else tail
+            if (
+                1 <= len(words) <= _MAX_NAME_WORDS
+                and all(_NAME_WORD.match(w) for w in words)
+                and not re.match(r"\s*[^\W\d_]", rest)  # "100 g almond flour": named after
+            ):
+                found.append((" ".join(words), values, unit, rest))
+        start = end_m.end() if end_m is not None else len(text)
+    return found
+
+
+def measured_items(root: Any, array: Any, text: str, current: list) -> list[dict] | None:
+    """The items of an array of measurements as the text's measurement clauses write
+    them (``measurements``): each clause one item, its name, first numeral reading the
+    number field accepts, unit, and the one enum option its rest names as a whole word.
+    None where the shape is not a measurement (``measured_fields``), the text has fewer
+    than two such clauses and its one clause's value is no model item's value, or some
+    clause names no option or two (or its value or unit does not fit the field).
+
+    Args and returns as :func:`counted_items`. Raises: never.
+    """
+    array = _resolve(root, array)
+    if not isinstance(array, dict):
+        return None
+    items = _resolve(root, array.get("items"))
+    fields = measured_fields(root, items)
+    if fields is None:
+        return None
+    name, value, unit, flag = fields
+    found = measurements(text)
+    if unit is not None:
+        found = [m for m in found if m[2] is not None]
+    if not found:
+        return None
+    props = items["properties"]
+    _, value_branch = field_kind(root, props[value])
+    if len(found) == 1:
+        values = {
+            Decimal(str(i.get(value)))
+            for i in current
+            if isinstance(i, dict) and isinstance(i.get(value), (int, float))
+        }
+        if not values & set(found[0][1]):
+            return None
+    options = []
+    if flag is not None:
+        options = [o for o in field_kind(root, props[flag])[1]["enum"] if isinstance(o, str)]
+    out = []
+    for label, readings, unit_text, rest in found:
+        fitting = [v for v in readings if accepts_number(value_branch, v)]
+        if not fitting:
+            return None
+        item: dict[str, Any] = {name: label, value: _number(fitting[0])}
+        if unit is not None:
+            item[unit] = unit_text
+        if flag is not None:
+            named = [o for o in options if re.search(rf"(?<!\w){re.escape(o)}(?!\w)", rest, re.I)]
+            if len(named) != 1:
+                return None
+            item[flag] = named[0]
+        out.append({k: item[k] for k in props if k in item})
+    return out
+
+
+_PAIR = re.compile(
+    r"(?P<key>[^\W\d_][\w'’-]*(?: [^\W\d_][\w'’-]*){0,2}):? "
+    r"(?P<value>[^\s,;]+?)(?=[,;]|\.(?:\s|$)|$)"
+)
+_PAIR_JOINER = re.compile(r"\s*[,;]\s*(?:and\s+)?")
+MIN_PAIRS = 3
+
+
+def pair_fields(root: Any, items: Any) -> tuple[str, str] | None:
+    """``(key, value)`` field names of an array's item schema when it holds exactly two
+    properties, both free strings (``subject`` and ``grade``), in schema order; else None.
+    """
+    items = _resolve(root, items)
+    if not isinstance(items, dict) or not isinstance(items.get("properties"), dict):
+        return None
+    props = list(items["properties"].items())
+    if len(props) != 2 or any(free_string_schema(root, p) is None for _, p in props):
+        return None
+    return props[0][0], props[1][0]
+
+
+def keyed_runs(text: str) -> list[list[tuple[str, str]]]:
+    """The runs of keyed values of ``text``: at least ``MIN_PAIRS`` pairs in a row, each
+    one to three words (the key; the first a letter word) then an optional ``:`` and one
+    token without spaces (the value, ending at ``,``, ``;`` or a sentence end), the pairs
+    joined by ``,`` or ``;`` only ("Mathematics: A; English: B+; Physics: A*", "French
+    16/20, Mathematics 14/20, Biology 17.5/20").
+
+    Returns:
+        Each run as its ``(key, value)`` pairs, in text order.
+    """
+    runs: list[list[tuple[str, str]]] = []
+    run: list[tuple[str, str]] = []
+    last_end = -1
+    pos = 0
+    while pos < len(text):
+        m = _PAIR.search(text, pos)
+        if m is None:
+            break
+        key_words = m.group("key").split()
+        start = m.start()
+        if run and _PAIR_JOINER.fullmatch(text[last_end:start]) is None:
+            runs.append(run) if len(run) >= MIN_PAIRS else None
+            run = []
+        if (
+            re.fullmatch(r"[^\W\d_][^\W\d]{2,}\W*", m.group("value"))
+            and m.group("value")[0].isupper()
+        ):
+            # a name word ("Alice Smith, Bob Jones"): no value; the run ends
+            runs.append(run) if len(run) >= MIN_PAIRS else None
+            run = []
+            pos = m.start("value")
+            continue
+        run.append((" ".join(key_words), m.group("value")))
+        last_end = m.end()
+        pos = m.end()
+    if len(run) >= MIN_PAIRS:
+        runs.append(run)
+    return runs
+
+
+def pair_items(root: Any, array: Any, text: str, current: list) -> list[dict] | None:
+    """The items of an array of keyed values (``pair_fields``) as the text's one run of
+    keyed values writes them (``keyed_runs``): the key into the first field, the value
+    into the second. None where the shape differs, the text has no run or several, or
+    a value does not fit its field.
+
+    Args and returns as :func:`counted_items`. Raises: never.
+    """
+    array = _resolve(root, array)
+    if not isinstance(array, dict):
+        return None
+    fields = pair_fields(root, array.get("items"))
+    if fields is None:
+        return None
+    runs = keyed_runs(text)
+    if len(runs) != 1:
+        return None
+    key, value = fields
+    return [{key: k, value: v} for k, v in runs[0]]

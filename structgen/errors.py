@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import sys
 import warnings
+from collections.abc import Sequence
 
 __all__ = [
     "StructgenError",
@@ -40,6 +41,7 @@ __all__ = [
     "UnsupportedGrammarError",
     "ExtractionTruncatedWarning",
     "GrammarWarning",
+    "unknown_keyword_error",
     "warn_at_user_frame",
 ]
 
@@ -260,3 +262,16 @@ def warn_at_user_frame(warning: Warning, stacklevel: int = 1) -> None:
     while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE_DIR):
         frame, level = frame.f_back, level + 1
     warnings.warn(warning, stacklevel=level if frame is not None else stacklevel + 1)
+
+
+def unknown_keyword_error(owner: str, key: object, names: Sequence[str]) -> ConfigError:
+    """The error for a keyword ``owner`` does not take: it names ``key``, the entry of
+    ``names`` it most resembles (``difflib``, ratio >= 0.6), if any, and every name, e.g.
+    ``SamplingParams got an unknown keyword 'max_token'; did you mean 'max_tokens'?
+    (fields: ...)``. Returned, not raised. Raises: never.
+    """
+    import difflib
+
+    near = difflib.get_close_matches(str(key), list(names), n=1, cutoff=0.6)
+    hint = f"; did you mean {near[0]!r}?" if near else ""
+    return ConfigError(f"{owner} got an unknown keyword {key!r}{hint} (fields: {', '.join(names)})")

@@ -11,8 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from structgen.env import cuda_visible_devices
-from structgen.errors import ConfigError
-from structgen.runtime.sampling_params import unknown_keyword_error
+from structgen.errors import ConfigError, unknown_keyword_error
 
 if TYPE_CHECKING:  # torch is imported where a torch dtype is asked for, not by this module
     import torch

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import difflib
 import functools
 import math
 import numbers
-from collections.abc import Sequence
 from dataclasses import dataclass, fields
-from typing import Any
 
-from structgen.errors import ConfigError
+from structgen.errors import ConfigError, unknown_keyword_error
 
 __all__ = ["SamplingParams"]
 
@@ -227,17 +224,6 @@ _INT_FIELDS = ("top_k", "seed", "min_tokens", "prompt_logprobs_start")
 _OPTIONAL_FIELDS = frozenset({"seed"})
 _COUNT_FIELDS = ("max_tokens", "n", "logprobs", "prompt_logprobs")
 _FIELD_NAMES = tuple(f.name for f in fields(SamplingParams))
-
-
-def unknown_keyword_error(owner: str, key: Any, names: Sequence[str]) -> ConfigError:
-    """The error for a keyword ``owner`` does not take: it names ``key``, the entry of
-    ``names`` it most resembles (``difflib``, ratio >= 0.6), if any, and every name, e.g.
-    ``SamplingParams got an unknown keyword 'max_token'; did you mean 'max_tokens'?
-    (fields: ...)``. Returned, not raised. Raises: never.
-    """
-    near = difflib.get_close_matches(str(key), list(names), n=1, cutoff=0.6)
-    hint = f"; did you mean {near[0]!r}?" if near else ""
-    return ConfigError(f"{owner} got an unknown keyword {key!r}{hint} (fields: {', '.join(names)})")
 
 
 def _checked_init(init):

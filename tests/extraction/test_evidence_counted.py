@@ -11,6 +11,7 @@ from structgen.extraction.evidence import apply_evidence
 from structgen.extraction.evidence.counted import (
     counted_fields,
     counted_items,
+    implied_flags,
     item_phrases,
     keyed_runs,
     measured_fields,
@@ -181,8 +182,13 @@ def test_lab_tests_one_per_clause():
 
 
 def test_a_clause_without_one_option_keeps_the_model():
-    text = "Hemoglobin: 11.2 g/dL, below range. Ferritin: 9 ng/mL, low."
+    text = "Hemoglobin: 11.2 g/dL, see note. Ferritin: 9 ng/mL, low."
     model = [{"name": "Hemoglobin", "value": 11.2, "unit": "g", "flag": "normal"}]
+    assert measured_items({}, TESTS, text, model) is None
+    # two range words implying different flags, or one implying none: still none
+    text = "Hemoglobin: 11.2 g/dL, below range, above the normal range. Ferritin: 9 ng/mL, low."
+    assert measured_items({}, TESTS, text, model) is None
+    text = "Hemoglobin: 11.2 g/dL, outside the normal range. Ferritin: 9 ng/mL, low."
     assert measured_items({}, TESTS, text, model) is None
     text = "Hemoglobin: 11.2 g/dL, low or normal. Ferritin: 9 ng/mL, low."
     assert measured_items({}, TESTS, text, model) is None
@@ -226,3 +232,45 @@ def test_grades_from_the_one_run():
     # two runs: which one the array lists is not known
     two = text + " Effort: 1; Conduct: 2; Homework: 1."
     assert pair_items({}, GRADES, two, model) is None
+
+
+def test_flags_implied_by_range_words_and_reference_ranges():
+    options = ["normal", "high", "low"]
+    one = Decimal("2.1")
+    assert implied_flags(", below range", one, options) == ["low"]
+    assert implied_flags(", under the reference range", one, options) == ["low"]
+    assert implied_flags(" (above the normal range)", one, options) == ["high"]
+    assert implied_flags(", within range", one, options) == ["normal"]
+    assert implied_flags(" [ref 0.4-4.0]", one, options) == ["normal"]
+    assert implied_flags(" [ref 2.5-4.0]", one, options) == ["low"]
+    assert implied_flags(" (reference range: 0.4 - 1.9)", one, options) == ["high"]
+    # no range word, two reference ranges, a reversed range, options spelt otherwise
+    assert implied_flags(", repeat in 2 weeks", one, options) == []
+    assert implied_flags(" [ref 0.4-4.0] [ref 1-2]", one, options) == []
+    assert implied_flags(" [ref 4.0-0.4]", one, options) == []
+    assert implied_flags(", below range", one, ["ok", "H", "L"]) == []
+
+
+def test_lab_tests_with_implied_flags():
+    text = (
+        "Results for Tomás Ferreira, blood drawn on March 9, 2026. Non-fasting sample. "
+        "Hemoglobin: 11.2 g/dL, below range. Ferritin: 9 ng/mL, low. Vitamin B12: 410 pg/mL, "
+        "within range."
+    )
+    model = [{"name": "Hemoglobin", "value": 11.2, "unit": "g", "flag": "normal"}]
+    assert measured_items({}, TESTS, text, model) == [
+        {"name": "Hemoglobin", "value": 11.2, "unit": "g/dL", "flag": "low"},
+        {"name": "Ferritin", "value": 9, "unit": "ng/mL", "flag": "low"},
+        {"name": "Vitamin B12", "value": 410, "unit": "pg/mL", "flag": "normal"},
+    ]
+    # a name word glued to a digit ("T4") keeps it; the numeral after it is the value
+    text = (
+        "LABCORE NORTH | Name: Oluwaseun Adeyemi | Collected: 2026-01-27 | Fasting: no\n"
+        "TSH 2.1 mIU/L [ref 0.4-4.0]\nFree T4 19 pmol/L [ref 12-22]\nCRP 12 mg/L [ref 0-5]"
+    )
+    model = [{"name": "Fasting", "value": 19, "unit": "L", "flag": "normal"}]
+    assert measured_items({}, TESTS, text, model) == [
+        {"name": "TSH", "value": 2.1, "unit": "mIU/L", "flag": "normal"},
+        {"name": "Free T4", "value": 19, "unit": "pmol/L", "flag": "normal"},
+        {"name": "CRP", "value": 12, "unit": "mg/L", "flag": "high"},
+    ]

@@ -54,6 +54,7 @@ __all__ = [
     "counted_items",
     "measured_fields",
     "measurements",
+    "implied_flags",
     "measured_items",
     "pair_fields",
     "keyed_runs",
@@ -270,6 +271,22 @@ def _whole(text: str, start: int, end: int) -> bool:
     return not (before.isalnum() or before in "-/") and not (after.isalnum() or after in "-/")
 
 
+def _own_numerals(text: str) -> list[tuple[int, int, tuple[Decimal, ...]]]:
+    """``numeral_spans`` of ``text``, where a span glued to a name word on its left
+    takes in a numeral after a space ("T4 19": "4 19") split there: the glued part is
+    the name's ("T4"), the rest read as a numeral of its own ("19").
+    """
+    out = []
+    for start, end, values in numeral_spans(text):
+        gap = re.search(r"\s+", text[start:end])
+        if gap is not None and not _whole(text, start, start + gap.start()):
+            at = start + gap.end()
+            out += [(at + a, at + b, v) for a, b, v in numeral_spans(text[at:end])]
+        else:
+            out.append((start, end, values))
+    return out
+
+
 def measurements(text: str) -> list[tuple[str, tuple[Decimal, ...], str | None, str]]:
     """The measurement clauses of ``text``: a clause (between ``;``, ``|``, a line end
     or a sentence end) that starts with one to three name words, then optionally a
@@ -282,7 +299,7 @@ def measurements(text: str) -> list[tuple[str, tuple[Decimal, ...], str | None, 
         ``(name, value readings, unit or None, the clause's rest after the unit)`` per
         clause, in text order.
     """
-    spans = numeral_spans(text)
+    spans = _own_numerals(text)
     found = []
     start = 0
     for end_m in [*_CLAUSE_END.finditer(text), None]:
@@ -306,6 +323,48 @@ def measurements(text: str) -> list[tuple[str, tuple[Decimal, ...], str | None, 
                 found.append((" ".join(words), values, unit, rest))
         start = end_m.end() if end_m is not None else len(text)
     return found
+
+
+_RANGE_WORDS = (("low", "below|under"), ("high", "above|over"), ("normal", "within|inside|in"))
+_RANGE_NOUN = r"(?:the\s+)?(?:(?:reference|normal|ref\.?)\s+)?(?:range|limits?|interval)(?!\w)"
+_RANGE_PHRASE = re.compile(
+    rf"(?<!\w)(?:below|under|above|over|within|inside|in|outside)\s+{_RANGE_NOUN}", re.I
+)
+_NUM = r"(\d+(?:\.\d+)?)"
+_REF_RANGE = re.compile(
+    rf"(?<!\w)(?:ref(?:erence)?\.?(?:\s+range)?|normal\s+range|range)\s*:?\s*{_NUM}\s*[-–]\s*{_NUM}",
+    re.IGNORECASE,
+)
+
+
+def implied_flags(rest: str, value: Decimal, options: list[str]) -> list[str]:
+    """The flag options a measurement clause's ``rest`` (after the unit) implies without
+    naming one: "below range" / "under the reference range" -> ``low``, "above (the
+    normal) range" -> ``high``, "within range" -> ``normal``; else a written reference
+    range ("[ref 0.4-4.0]", "reference range 12-22") against ``value``: under its lower
+    end ``low``, over its upper end ``high``, else ``normal``. Only options spelt
+    ``low`` / ``high`` / ``normal`` (any case) are implied.
+
+    Returns:
+        The options implied (empty where none, several where the rest implies several:
+        the caller then keeps the model's array). Raises: never.
+    """
+    by_name = {o.lower(): o for o in options}
+    implied = [
+        by_name[name]
+        for name, words in _RANGE_WORDS
+        if name in by_name and re.search(rf"(?<!\w)(?:{words})\s+{_RANGE_NOUN}", rest, re.I)
+    ]
+    if implied:
+        return implied
+    ranges = _REF_RANGE.findall(rest)
+    if len(ranges) != 1:
+        return []
+    low, high = (Decimal(x) for x in ranges[0])
+    if low > high:
+        return []
+    name = "low" if value < low else "high" if value > high else "normal"
+    return [by_name[name]] if name in by_name else []
 
 
 def measured_items(root: Any, array: Any, text: str, current: list) -> list[dict] | None:
@@ -353,7 +412,10 @@ def measured_items(root: Any, array: Any, text: str, current: list) -> list[dict
         if unit is not None:
             item[unit] = unit_text
         if flag is not None:
-            named = [o for o in options if re.search(rf"(?<!\w){re.escape(o)}(?!\w)", rest, re.I)]
+            said = _RANGE_PHRASE.sub(" ", rest)  # "above the normal range" names no "normal"
+            named = [o for o in options if re.search(rf"(?<!\w){re.escape(o)}(?!\w)", said, re.I)]
+            if not named:
+                named = implied_flags(rest, fitting[0], options)
             if len(named) != 1:
                 return None
             item[flag] = named[0]

@@ -19,6 +19,8 @@ from structgen.extraction.evidence.counted import (
     measurements,
     pair_fields,
     pair_items,
+    quoted_items,
+    quoted_runs,
 )
 
 STR = {"type": "string", "maxLength": 80}
@@ -274,3 +276,59 @@ def test_lab_tests_with_implied_flags():
         {"name": "Free T4", "value": 19, "unit": "pmol/L", "flag": "normal"},
         {"name": "CRP", "value": 12, "unit": "mg/L", "flag": "high"},
     ]
+
+
+LOANS = _array(
+    title={"type": "string", "maxLength": 120},
+    due_date={"type": ["string", "null"], "format": "date"},
+) | {"minItems": 1}  # probe 2's library notice: trim_items keeps one item
+OVERDUE = (
+    "Springfield Public Library - overdue notice. Member: Carlos Mendes, card 2904 5517 8830. "
+    "The following items were due on 2 March 2026: 'The Left Hand of Darkness'; 'A Short "
+    "History of Nearly Everything'. Fines so far: $1.50. Please return them to any branch."
+)
+
+
+def test_quoted_runs():
+    assert quoted_runs(OVERDUE) == [
+        ["The Left Hand of Darkness", "A Short History of Nearly Everything"]
+    ]
+    text = "He read “Dune”, \"Emma\" and ‘Ulysses’, then 'Beloved'. The tenants' AGM, Bob's car."
+    assert quoted_runs(text) == [["Dune", "Emma", "Ulysses"], ["Beloved"]]
+    # a space inside a quote's edge is no quoted span
+    assert quoted_runs("items: ' Dune', 'Emma'") == [["Emma"]]
+
+
+def test_quoted_items_one_per_span():
+    model = [{"title": "A Short History of Nearly Everything", "due_date": "2026-03-02"}]
+    assert quoted_items({}, LOANS, OVERDUE, model) == [
+        {"title": "The Left Hand of Darkness", "due_date": "2026-03-02"},
+        {"title": "A Short History of Nearly Everything", "due_date": "2026-03-02"},
+    ]
+    schema = {
+        "type": "object",
+        "properties": {"library": STR, "items": LOANS},
+        "required": ["library", "items"],
+        "additionalProperties": False,
+    }
+    out, changed = apply_evidence(schema, OVERDUE, {"library": "Springfield", "items": model})
+    assert "items" in changed and [i["title"] for i in out["items"]] == [
+        "The Left Hand of Darkness",
+        "A Short History of Nearly Everything",
+    ]
+
+
+def test_quoted_items_keep_the_model():
+    model = [{"title": "A Short History of Nearly Everything", "due_date": "2026-03-02"}]
+    # one quoted span only; a model string in no run; two runs holding model strings
+    one = "Reserved: 'Kafka on the Shore'. Collect by 14 April."
+    assert quoted_items({}, LOANS, one, [{"title": "Kafka on the Shore", "due_date": None}]) is None
+    assert quoted_items({}, LOANS, OVERDUE, [{"title": "Dune", "due_date": None}]) is None
+    two = OVERDUE + " Also 'Dune', 'A Short History of Nearly Everything'."
+    assert quoted_items({}, LOANS, two, model) is None
+    # the model's items disagree on a field a new item needs
+    three = "Due: 'Dune', 'Emma', 'Ulysses'."
+    disagree = [{"title": "Dune", "due_date": "2026-03-02"}, {"title": "Emma", "due_date": None}]
+    assert quoted_items({}, LOANS, three, disagree) is None
+    # two free strings: not this shape
+    assert quoted_items({}, GRADES, three, [{"subject": "Dune", "grade": "A"}]) is None

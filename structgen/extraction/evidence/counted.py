@@ -1,6 +1,7 @@
-"""Arrays of counted goods, of measurements and of keyed values read from the text's
-item phrases, measurement clauses and runs of keyed values (``counted_items``,
-``measured_items``, ``pair_items``), each item's parts from one local region of the text.
+"""Arrays of counted goods, of measurements, of keyed values and of quoted titles read
+from the text's item phrases, measurement clauses, runs of keyed values and runs of
+quoted spans (``counted_items``, ``measured_items``, ``pair_items``, ``quoted_items``),
+each item's parts from one local region of the text.
 
 A list of goods writes each item as one local phrase: its count, what is counted, and
 its price after it ("12 x SKU-4471 tea bowl @ USD 18.40", "four LED panels at ¥12,800
@@ -29,12 +30,17 @@ A list of measurements writes one per clause ("Potassium was 5.9 mmol/L, flagged
 sodium 139 mmol/L, normal"): ``measured_items`` reads an array whose item object holds one
 free string (what is measured), one number, an enum (its flag) and optionally a string
 ``unit``, one item per measurement clause (``measurements``), where every clause names
-exactly one of the enum's options.
+exactly one of the enum's options, or implies one (``implied_flags``: "below range",
+"above the reference range", a value outside the clause's written reference range).
 
 A list of keyed values writes key and value next to each other, the pairs joined by
 ``,`` or ``;`` ("Mathematics: A; English: B+; Physics: A*"): ``pair_items`` reads an array
 whose item object holds exactly two free strings from the text's one run of at least
 ``MIN_PAIRS`` such pairs (``keyed_runs``); a name list ("Ines Carvalho, Mark Obi") is no run.
+
+A list of titles writes each in quotes ("'The Left Hand of Darkness'; 'A Short History
+of Nearly Everything'"): ``quoted_items`` reads an array whose item object holds one free
+string from the one run of quoted spans (``quoted_runs``) that holds the model's strings.
 """
 
 from __future__ import annotations
@@ -59,6 +65,8 @@ __all__ = [
     "pair_fields",
     "keyed_runs",
     "pair_items",
+    "quoted_runs",
+    "quoted_items",
 ]
 
 _COUNT_WORDS = ("quantity", "qty", "count")
@@ -503,3 +511,75 @@ def pair_items(root: Any, array: Any, text: str, current: list) -> list[dict] | 
         return None
     key, value = fields
     return [{key: k, value: v} for k, v in runs[0]]
+
+
+_QUOTED = re.compile(
+    r"(?:(?<=^)|(?<=[\s(:]))(?:'(?P<a>[^'\n]{2,120}?)'|\"(?P<b>[^\"\n]{2,120}?)\"|"
+    r"“(?P<c>[^”\n]{2,120}?)”|‘(?P<d>[^’\n]{2,120}?)’)(?!\w)"
+)
+_QUOTE_JOINER = re.compile(r"\s*(?:[,;&]|and|or)\s*(?:(?:and|or)\s+)?", re.IGNORECASE)
+
+
+def quoted_runs(text: str) -> list[list[str]]:
+    """The runs of quoted spans of ``text``: each span written in ``'...'``, ``"..."``,
+    ``“...”`` or ``‘...’`` (the opening quote at the text's start or after a space,
+    ``(`` or ``:``; two to 120 characters on one line, starting and ending with no
+    space; no word character right after the closing quote), consecutive spans in one
+    run where only ``,``, ``;``, ``&``, "and" or "or" lies between them.
+
+    Returns:
+        Each run as its spans' texts (without the quotes), in text order.
+    """
+    runs: list[list[str]] = []
+    last_end = -1
+    for m in _QUOTED.finditer(text):
+        inner = next(g for g in m.group("a", "b", "c", "d") if g is not None)
+        if inner != inner.strip():
+            continue
+        if runs and _QUOTE_JOINER.fullmatch(text[last_end : m.start()]):
+            runs[-1].append(inner)
+        else:
+            runs.append([inner])
+        last_end = m.end()
+    return runs
+
+
+def quoted_items(root: Any, array: Any, text: str, current: list) -> list[dict] | None:
+    """The items of an array whose item object holds exactly one free string field
+    (``free_string_schema``: a title, a name) as the text's run of quoted spans writes
+    them (``quoted_runs``): the one run of at least two spans holding some model item's
+    string exactly, one item per span in text order. A span that is a model item's
+    string keeps that item; another takes the fields other than the string from the
+    model's items where they all agree on them. None where the shape differs, no run or
+    several hold a model item's string, a model item's string is in no span of the run,
+    or the model's items disagree on a field a new item needs.
+
+    Args and returns as :func:`counted_items`. Raises: never.
+    """
+    array = _resolve(root, array)
+    if not isinstance(array, dict):
+        return None
+    items = _resolve(root, array.get("items"))
+    if not isinstance(items, dict) or not isinstance(items.get("properties"), dict):
+        return None
+    free = [k for k, p in items["properties"].items() if free_string_schema(root, p) is not None]
+    if len(free) != 1 or not current or not all(isinstance(i, dict) for i in current):
+        return None
+    key = free[0]
+    strings = [i.get(key) for i in current]
+    runs = [r for r in quoted_runs(text) if len(r) >= 2 and set(strings) & set(r)]
+    if len(runs) != 1 or not set(strings) <= set(runs[0]):
+        return None
+    by_string = {i.get(key): i for i in current}
+    others = [{k: v for k, v in i.items() if k != key} for i in current]
+    shared = others[0] if all(o == others[0] for o in others) else None
+    out = []
+    for span in dict.fromkeys(runs[0]):
+        if span in by_string:
+            out.append(by_string[span])
+        elif shared is None:
+            return None
+        else:
+            item = {key: span, **shared}
+            out.append({k: item[k] for k in items["properties"] if k in item})
+    return out

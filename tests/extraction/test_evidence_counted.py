@@ -11,6 +11,7 @@ from structgen.extraction.evidence import apply_evidence
 from structgen.extraction.evidence.counted import (
     counted_fields,
     counted_items,
+    implied_flags,
     item_phrases,
     keyed_runs,
     measured_fields,
@@ -18,6 +19,8 @@ from structgen.extraction.evidence.counted import (
     measurements,
     pair_fields,
     pair_items,
+    quoted_items,
+    quoted_runs,
 )
 
 STR = {"type": "string", "maxLength": 80}
@@ -181,8 +184,13 @@ def test_lab_tests_one_per_clause():
 
 
 def test_a_clause_without_one_option_keeps_the_model():
-    text = "Hemoglobin: 11.2 g/dL, below range. Ferritin: 9 ng/mL, low."
+    text = "Hemoglobin: 11.2 g/dL, see note. Ferritin: 9 ng/mL, low."
     model = [{"name": "Hemoglobin", "value": 11.2, "unit": "g", "flag": "normal"}]
+    assert measured_items({}, TESTS, text, model) is None
+    # two range words implying different flags, or one implying none: still none
+    text = "Hemoglobin: 11.2 g/dL, below range, above the normal range. Ferritin: 9 ng/mL, low."
+    assert measured_items({}, TESTS, text, model) is None
+    text = "Hemoglobin: 11.2 g/dL, outside the normal range. Ferritin: 9 ng/mL, low."
     assert measured_items({}, TESTS, text, model) is None
     text = "Hemoglobin: 11.2 g/dL, low or normal. Ferritin: 9 ng/mL, low."
     assert measured_items({}, TESTS, text, model) is None
@@ -226,3 +234,101 @@ def test_grades_from_the_one_run():
     # two runs: which one the array lists is not known
     two = text + " Effort: 1; Conduct: 2; Homework: 1."
     assert pair_items({}, GRADES, two, model) is None
+
+
+def test_flags_implied_by_range_words_and_reference_ranges():
+    options = ["normal", "high", "low"]
+    one = Decimal("2.1")
+    assert implied_flags(", below range", one, options) == ["low"]
+    assert implied_flags(", under the reference range", one, options) == ["low"]
+    assert implied_flags(" (above the normal range)", one, options) == ["high"]
+    assert implied_flags(", within range", one, options) == ["normal"]
+    assert implied_flags(" [ref 0.4-4.0]", one, options) == ["normal"]
+    assert implied_flags(" [ref 2.5-4.0]", one, options) == ["low"]
+    assert implied_flags(" (reference range: 0.4 - 1.9)", one, options) == ["high"]
+    # no range word, two reference ranges, a reversed range, options spelt otherwise
+    assert implied_flags(", repeat in 2 weeks", one, options) == []
+    assert implied_flags(" [ref 0.4-4.0] [ref 1-2]", one, options) == []
+    assert implied_flags(" [ref 4.0-0.4]", one, options) == []
+    assert implied_flags(", below range", one, ["ok", "H", "L"]) == []
+
+
+def test_lab_tests_with_implied_flags():
+    text = (
+        "Results for Tomás Ferreira, blood drawn on March 9, 2026. Non-fasting sample. "
+        "Hemoglobin: 11.2 g/dL, below range. Ferritin: 9 ng/mL, low. Vitamin B12: 410 pg/mL, "
+        "within range."
+    )
+    model = [{"name": "Hemoglobin", "value": 11.2, "unit": "g", "flag": "normal"}]
+    assert measured_items({}, TESTS, text, model) == [
+        {"name": "Hemoglobin", "value": 11.2, "unit": "g/dL", "flag": "low"},
+        {"name": "Ferritin", "value": 9, "unit": "ng/mL", "flag": "low"},
+        {"name": "Vitamin B12", "value": 410, "unit": "pg/mL", "flag": "normal"},
+    ]
+    # a name word glued to a digit ("T4") keeps it; the numeral after it is the value
+    text = (
+        "LABCORE NORTH | Name: Oluwaseun Adeyemi | Collected: 2026-01-27 | Fasting: no\n"
+        "TSH 2.1 mIU/L [ref 0.4-4.0]\nFree T4 19 pmol/L [ref 12-22]\nCRP 12 mg/L [ref 0-5]"
+    )
+    model = [{"name": "Fasting", "value": 19, "unit": "L", "flag": "normal"}]
+    assert measured_items({}, TESTS, text, model) == [
+        {"name": "TSH", "value": 2.1, "unit": "mIU/L", "flag": "normal"},
+        {"name": "Free T4", "value": 19, "unit": "pmol/L", "flag": "normal"},
+        {"name": "CRP", "value": 12, "unit": "mg/L", "flag": "high"},
+    ]
+
+
+LOANS = _array(
+    title={"type": "string", "maxLength": 120},
+    due_date={"type": ["string", "null"], "format": "date"},
+) | {"minItems": 1}  # probe 2's library notice: trim_items keeps one item
+OVERDUE = (
+    "Springfield Public Library - overdue notice. Member: Carlos Mendes, card 2904 5517 8830. "
+    "The following items were due on 2 March 2026: 'The Left Hand of Darkness'; 'A Short "
+    "History of Nearly Everything'. Fines so far: $1.50. Please return them to any branch."
+)
+
+
+def test_quoted_runs():
+    assert quoted_runs(OVERDUE) == [
+        ["The Left Hand of Darkness", "A Short History of Nearly Everything"]
+    ]
+    text = "He read “Dune”, \"Emma\" and ‘Ulysses’, then 'Beloved'. The tenants' AGM, Bob's car."
+    assert quoted_runs(text) == [["Dune", "Emma", "Ulysses"], ["Beloved"]]
+    # a space inside a quote's edge is no quoted span
+    assert quoted_runs("items: ' Dune', 'Emma'") == [["Emma"]]
+
+
+def test_quoted_items_one_per_span():
+    model = [{"title": "A Short History of Nearly Everything", "due_date": "2026-03-02"}]
+    assert quoted_items({}, LOANS, OVERDUE, model) == [
+        {"title": "The Left Hand of Darkness", "due_date": "2026-03-02"},
+        {"title": "A Short History of Nearly Everything", "due_date": "2026-03-02"},
+    ]
+    schema = {
+        "type": "object",
+        "properties": {"library": STR, "items": LOANS},
+        "required": ["library", "items"],
+        "additionalProperties": False,
+    }
+    out, changed = apply_evidence(schema, OVERDUE, {"library": "Springfield", "items": model})
+    assert "items" in changed and [i["title"] for i in out["items"]] == [
+        "The Left Hand of Darkness",
+        "A Short History of Nearly Everything",
+    ]
+
+
+def test_quoted_items_keep_the_model():
+    model = [{"title": "A Short History of Nearly Everything", "due_date": "2026-03-02"}]
+    # one quoted span only; a model string in no run; two runs holding model strings
+    one = "Reserved: 'Kafka on the Shore'. Collect by 14 April."
+    assert quoted_items({}, LOANS, one, [{"title": "Kafka on the Shore", "due_date": None}]) is None
+    assert quoted_items({}, LOANS, OVERDUE, [{"title": "Dune", "due_date": None}]) is None
+    two = OVERDUE + " Also 'Dune', 'A Short History of Nearly Everything'."
+    assert quoted_items({}, LOANS, two, model) is None
+    # the model's items disagree on a field a new item needs
+    three = "Due: 'Dune', 'Emma', 'Ulysses'."
+    disagree = [{"title": "Dune", "due_date": "2026-03-02"}, {"title": "Emma", "due_date": None}]
+    assert quoted_items({}, LOANS, three, disagree) is None
+    # two free strings: not this shape
+    assert quoted_items({}, GRADES, three, [{"subject": "Dune", "grade": "A"}]) is None

@@ -298,9 +298,12 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   12, "SKU-4471 tea bowl", 18.40), replacing the model's items (``counted.counted_items``),
   run last; an array of measurements (one free string, one number, an enum flag,
   optionally a string ``unit``) likewise from the text's measurement clauses ("sodium
-  139 mmol/L, normal"), where each clause names one option (``counted.measured_items``);
+  139 mmol/L, normal"), where each clause names one option or implies one ("below
+  range", a value outside "[ref 0.4-4.0]": ``counted.measured_items``, ``implied_flags``);
   an array of two free strings from the text's one run of three or more keyed values
-  ("Mathematics: A; English: B+; Physics: A*", ``counted.pair_items``).
+  ("Mathematics: A; English: B+; Physics: A*", ``counted.pair_items``); an array of one
+  free string from the text's one run of two or more quoted spans that holds the model's
+  strings ("'Dune'; 'Emma'", ``counted.quoted_items``).
 
 A replacement is kept only when the object stays valid under the schema (``jsonschema``).
 The rules read the text only (no model call); ``extract(evidence=...)`` turns them on,

@@ -6,8 +6,8 @@ span-start, name-run, label, appositive and place-list rules, then the repeat, r
 string repeat, sibling-cut, honorific and date order rules, then per field the foreign
 numeral, phone fragment and e-mail shape rules, then the contact rule (``contacts``), then
 the null rules (``nulls``); last, unsupported array items are dropped
-(``items.trim_items``) and arrays of counted goods, measurements and keyed values read
-from their phrases, clauses and runs (``counted``). The rules: the package docstring,
+(``items.trim_items``) and arrays of counted goods, measurements, keyed values and quoted
+titles read from their phrases, clauses and runs (``counted``). The rules: the package docstring,
 ``structgen.extraction.evidence``.
 """
 
@@ -20,7 +20,12 @@ from typing import Any
 import jsonschema
 
 from structgen.extraction.evidence.contacts import contact_object
-from structgen.extraction.evidence.counted import counted_items, measured_items, pair_items
+from structgen.extraction.evidence.counted import (
+    counted_items,
+    measured_items,
+    pair_items,
+    quoted_items,
+)
 from structgen.extraction.evidence.dates import (
     dates_in_order,
     named_date,
@@ -311,9 +316,9 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
 
 
 def _counted(schema: dict, text: str, value: dict, checker: Any) -> tuple[dict, list[str]]:
-    """``value`` with each top-level array of counted goods, measurements or keyed values
-    read from the text (``counted.counted_items``, ``measured_items``, ``pair_items``),
-    kept only where the whole object stays valid.
+    """``value`` with each top-level array of counted goods, measurements, keyed values or
+    quoted titles read from the text (``counted.counted_items``, ``measured_items``,
+    ``pair_items``, ``quoted_items``), kept only where the whole object stays valid.
     """
     props = _resolve(schema, schema).get("properties") or {}
     out, changed = value, []
@@ -326,6 +331,8 @@ def _counted(schema: dict, text: str, value: dict, checker: Any) -> tuple[dict, 
             new = measured_items(schema, prop, text, current)
         if new is None:
             new = pair_items(schema, prop, text, current)
+        if new is None:
+            new = quoted_items(schema, prop, text, current)
         if new is None or new == current:
             continue
         trial = dict(out)

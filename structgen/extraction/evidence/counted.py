@@ -1,6 +1,7 @@
-"""Arrays of counted goods, of measurements and of keyed values read from the text's
-item phrases, measurement clauses and runs of keyed values (``counted_items``,
-``measured_items``, ``pair_items``), each item's parts from one local region of the text.
+"""Arrays of counted goods, of measurements, of keyed values and of quoted titles read
+from the text's item phrases, measurement clauses, runs of keyed values and runs of
+quoted spans (``counted_items``, ``measured_items``, ``pair_items``, ``quoted_items``),
+each item's parts from one local region of the text.
 
 A list of goods writes each item as one local phrase: its count, what is counted, and
 its price after it ("12 x SKU-4471 tea bowl @ USD 18.40", "four LED panels at ¥12,800
@@ -29,12 +30,17 @@ A list of measurements writes one per clause ("Potassium was 5.9 mmol/L, flagged
 sodium 139 mmol/L, normal"): ``measured_items`` reads an array whose item object holds one
 free string (what is measured), one number, an enum (its flag) and optionally a string
 ``unit``, one item per measurement clause (``measurements``), where every clause names
-exactly one of the enum's options.
+exactly one of the enum's options, or implies one (``implied_flags``: "below range",
+"above the reference range", a value outside the clause's written reference range).
 
 A list of keyed values writes key and value next to each other, the pairs joined by
 ``,`` or ``;`` ("Mathematics: A; English: B+; Physics: A*"): ``pair_items`` reads an array
 whose item object holds exactly two free strings from the text's one run of at least
 ``MIN_PAIRS`` such pairs (``keyed_runs``); a name list ("Ines Carvalho, Mark Obi") is no run.
+
+A list of titles writes each in quotes ("'The Left Hand of Darkness'; 'A Short History
+of Nearly Everything'"): ``quoted_items`` reads an array whose item object holds one free
+string from the one run of quoted spans (``quoted_runs``) that holds the model's strings.
 """
 
 from __future__ import annotations
@@ -54,10 +60,13 @@ __all__ = [
     "counted_items",
     "measured_fields",
     "measurements",
+    "implied_flags",
     "measured_items",
     "pair_fields",
     "keyed_runs",
     "pair_items",
+    "quoted_runs",
+    "quoted_items",
 ]
 
 _COUNT_WORDS = ("quantity", "qty", "count")
@@ -270,6 +279,22 @@ def _whole(text: str, start: int, end: int) -> bool:
     return not (before.isalnum() or before in "-/") and not (after.isalnum() or after in "-/")
 
 
+def _own_numerals(text: str) -> list[tuple[int, int, tuple[Decimal, ...]]]:
+    """``numeral_spans`` of ``text``, where a span glued to a name word on its left
+    takes in a numeral after a space ("T4 19": "4 19") split there: the glued part is
+    the name's ("T4"), the rest read as a numeral of its own ("19").
+    """
+    out = []
+    for start, end, values in numeral_spans(text):
+        gap = re.search(r"\s+", text[start:end])
+        if gap is not None and not _whole(text, start, start + gap.start()):
+            at = start + gap.end()
+            out += [(at + a, at + b, v) for a, b, v in numeral_spans(text[at:end])]
+        else:
+            out.append((start, end, values))
+    return out
+
+
 def measurements(text: str) -> list[tuple[str, tuple[Decimal, ...], str | None, str]]:
     """The measurement clauses of ``text``: a clause (between ``;``, ``|``, a line end
     or a sentence end) that starts with one to three name words, then optionally a
@@ -282,7 +307,7 @@ def measurements(text: str) -> list[tuple[str, tuple[Decimal, ...], str | None, 
         ``(name, value readings, unit or None, the clause's rest after the unit)`` per
         clause, in text order.
     """
-    spans = numeral_spans(text)
+    spans = _own_numerals(text)
     found = []
     start = 0
     for end_m in [*_CLAUSE_END.finditer(text), None]:
@@ -306,6 +331,48 @@ def measurements(text: str) -> list[tuple[str, tuple[Decimal, ...], str | None, 
                 found.append((" ".join(words), values, unit, rest))
         start = end_m.end() if end_m is not None else len(text)
     return found
+
+
+_RANGE_WORDS = (("low", "below|under"), ("high", "above|over"), ("normal", "within|inside|in"))
+_RANGE_NOUN = r"(?:the\s+)?(?:(?:reference|normal|ref\.?)\s+)?(?:range|limits?|interval)(?!\w)"
+_RANGE_PHRASE = re.compile(
+    rf"(?<!\w)(?:below|under|above|over|within|inside|in|outside)\s+{_RANGE_NOUN}", re.I
+)
+_NUM = r"(\d+(?:\.\d+)?)"
+_REF_RANGE = re.compile(
+    rf"(?<!\w)(?:ref(?:erence)?\.?(?:\s+range)?|normal\s+range|range)\s*:?\s*{_NUM}\s*[-–]\s*{_NUM}",
+    re.IGNORECASE,
+)
+
+
+def implied_flags(rest: str, value: Decimal, options: list[str]) -> list[str]:
+    """The flag options a measurement clause's ``rest`` (after the unit) implies without
+    naming one: "below range" / "under the reference range" -> ``low``, "above (the
+    normal) range" -> ``high``, "within range" -> ``normal``; else a written reference
+    range ("[ref 0.4-4.0]", "reference range 12-22") against ``value``: under its lower
+    end ``low``, over its upper end ``high``, else ``normal``. Only options spelt
+    ``low`` / ``high`` / ``normal`` (any case) are implied.
+
+    Returns:
+        The options implied (empty where none, several where the rest implies several:
+        the caller then keeps the model's array). Raises: never.
+    """
+    by_name = {o.lower(): o for o in options}
+    implied = [
+        by_name[name]
+        for name, words in _RANGE_WORDS
+        if name in by_name and re.search(rf"(?<!\w)(?:{words})\s+{_RANGE_NOUN}", rest, re.I)
+    ]
+    if implied:
+        return implied
+    ranges = _REF_RANGE.findall(rest)
+    if len(ranges) != 1:
+        return []
+    low, high = (Decimal(x) for x in ranges[0])
+    if low > high:
+        return []
+    name = "low" if value < low else "high" if value > high else "normal"
+    return [by_name[name]] if name in by_name else []
 
 
 def measured_items(root: Any, array: Any, text: str, current: list) -> list[dict] | None:
@@ -353,7 +420,10 @@ def measured_items(root: Any, array: Any, text: str, current: list) -> list[dict
         if unit is not None:
             item[unit] = unit_text
         if flag is not None:
-            named = [o for o in options if re.search(rf"(?<!\w){re.escape(o)}(?!\w)", rest, re.I)]
+            said = _RANGE_PHRASE.sub(" ", rest)  # "above the normal range" names no "normal"
+            named = [o for o in options if re.search(rf"(?<!\w){re.escape(o)}(?!\w)", said, re.I)]
+            if not named:
+                named = implied_flags(rest, fitting[0], options)
             if len(named) != 1:
                 return None
             item[flag] = named[0]
@@ -441,3 +511,75 @@ def pair_items(root: Any, array: Any, text: str, current: list) -> list[dict] | 
         return None
     key, value = fields
     return [{key: k, value: v} for k, v in runs[0]]
+
+
+_QUOTED = re.compile(
+    r"(?:(?<=^)|(?<=[\s(:]))(?:'(?P<a>[^'\n]{2,120}?)'|\"(?P<b>[^\"\n]{2,120}?)\"|"
+    r"“(?P<c>[^”\n]{2,120}?)”|‘(?P<d>[^’\n]{2,120}?)’)(?!\w)"
+)
+_QUOTE_JOINER = re.compile(r"\s*(?:[,;&]|and|or)\s*(?:(?:and|or)\s+)?", re.IGNORECASE)
+
+
+def quoted_runs(text: str) -> list[list[str]]:
+    """The runs of quoted spans of ``text``: each span written in ``'...'``, ``"..."``,
+    ``“...”`` or ``‘...’`` (the opening quote at the text's start or after a space,
+    ``(`` or ``:``; two to 120 characters on one line, starting and ending with no
+    space; no word character right after the closing quote), consecutive spans in one
+    run where only ``,``, ``;``, ``&``, "and" or "or" lies between them.
+
+    Returns:
+        Each run as its spans' texts (without the quotes), in text order.
+    """
+    runs: list[list[str]] = []
+    last_end = -1
+    for m in _QUOTED.finditer(text):
+        inner = next(g for g in m.group("a", "b", "c", "d") if g is not None)
+        if inner != inner.strip():
+            continue
+        if runs and _QUOTE_JOINER.fullmatch(text[last_end : m.start()]):
+            runs[-1].append(inner)
+        else:
+            runs.append([inner])
+        last_end = m.end()
+    return runs
+
+
+def quoted_items(root: Any, array: Any, text: str, current: list) -> list[dict] | None:
+    """The items of an array whose item object holds exactly one free string field
+    (``free_string_schema``: a title, a name) as the text's run of quoted spans writes
+    them (``quoted_runs``): the one run of at least two spans holding some model item's
+    string exactly, one item per span in text order. A span that is a model item's
+    string keeps that item; another takes the fields other than the string from the
+    model's items where they all agree on them. None where the shape differs, no run or
+    several hold a model item's string, a model item's string is in no span of the run,
+    or the model's items disagree on a field a new item needs.
+
+    Args and returns as :func:`counted_items`. Raises: never.
+    """
+    array = _resolve(root, array)
+    if not isinstance(array, dict):
+        return None
+    items = _resolve(root, array.get("items"))
+    if not isinstance(items, dict) or not isinstance(items.get("properties"), dict):
+        return None
+    free = [k for k, p in items["properties"].items() if free_string_schema(root, p) is not None]
+    if len(free) != 1 or not current or not all(isinstance(i, dict) for i in current):
+        return None
+    key = free[0]
+    strings = [i.get(key) for i in current]
+    runs = [r for r in quoted_runs(text) if len(r) >= 2 and set(strings) & set(r)]
+    if len(runs) != 1 or not set(strings) <= set(runs[0]):
+        return None
+    by_string = {i.get(key): i for i in current}
+    others = [{k: v for k, v in i.items() if k != key} for i in current]
+    shared = others[0] if all(o == others[0] for o in others) else None
+    out = []
+    for span in dict.fromkeys(runs[0]):
+        if span in by_string:
+            out.append(by_string[span])
+        elif shared is None:
+            return None
+        else:
+            item = {key: span, **shared}
+            out.append({k: item[k] for k in items["properties"] if k in item})
+    return out

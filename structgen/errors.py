@@ -42,6 +42,7 @@ __all__ = [
     "ExtractionTruncatedWarning",
     "GrammarWarning",
     "unknown_keyword_error",
+    "length_cut",
     "warn_at_user_frame",
 ]
 
@@ -275,3 +276,37 @@ def unknown_keyword_error(owner: str, key: object, names: Sequence[str]) -> Conf
     near = difflib.get_close_matches(str(key), list(names), n=1, cutoff=0.6)
     hint = f"; did you mean {near[0]!r}?" if near else ""
     return ConfigError(f"{owner} got an unknown keyword {key!r}{hint} (fields: {', '.join(names)})")
+
+
+def length_cut(
+    num_output_tokens: int,
+    max_tokens: int,
+    context_tokens: int,
+    raise_max_tokens: str = "raise max_tokens",
+    shorten_prompt: str = "shorten the prompt",
+) -> tuple[str, str]:
+    """Which limit cut an output that finished with ``finish_reason="length"``, and its
+    remedy, in the words every message about such a cut uses.
+
+    Args:
+        num_output_tokens: tokens the output has.
+        max_tokens: the request's ``SamplingParams.max_tokens``.
+        context_tokens: most tokens (prompt + output) one request can hold
+            (``engine.max_request_tokens()``).
+        raise_max_tokens: the remedy when ``max_tokens`` cut it (a CLI names its flag).
+        shorten_prompt: the remedy when the model's context ended it first.
+
+    Returns:
+        ``(by, fix)``: ``("max_tokens=N", raise_max_tokens)`` when the output has
+        ``max_tokens`` tokens, else ``("the end of the model's context (N tokens, prompt
+        included)", shorten_prompt)``.
+
+    Raises:
+        never.
+    """
+    if num_output_tokens >= max_tokens:
+        return f"max_tokens={max_tokens}", raise_max_tokens
+    return (
+        f"the end of the model's context ({context_tokens} tokens, prompt included)",
+        shorten_prompt,
+    )

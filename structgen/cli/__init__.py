@@ -166,7 +166,8 @@ def _write_result(out: Any, res: Any, where: str | None) -> None:
     """
     if isinstance(res, ExtractionError):
         # the API's message says max_tokens; on the command line that is --max-tokens
-        flag = " (--max-tokens)" if res.finish_reason == "length" else ""
+        by_max_tokens = res.finish_reason == "length" and "; raise max_tokens" in str(res)
+        flag = " (--max-tokens)" if by_max_tokens else ""
         if where is None:
             raw = f" (raw output: {res.raw_text!r})" if res.raw_text else ""
             raise CliError(f"{res}{flag}{raw}", code=1)
@@ -189,7 +190,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     """
     import warnings
 
-    from structgen.errors import GrammarWarning
+    from structgen.errors import GrammarWarning, length_cut
 
     if not args.prompt.strip():
         raise CliError("--prompt is empty: give the text to generate from")
@@ -208,11 +209,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
     print(out.text, flush=True)
     if out.finish_reason != "length":
         return 0
-    by, fix = f"max_tokens={args.max_tokens}", "raise --max-tokens"
-    if len(out.token_ids) < args.max_tokens:  # the model's context ended it first
-        limit = engine.max_request_tokens()
-        by = f"the end of the model's context ({limit} tokens, prompt included)"
-        fix = "shorten the prompt"
+    by, fix = length_cut(
+        len(out.token_ids), args.max_tokens, engine.max_request_tokens(), "raise --max-tokens"
+    )
     cut = f"structgen: warning: cut by {by}"
     if constraint is None:
         print(f"{cut}; {fix} for a longer output", file=sys.stderr)

@@ -12,6 +12,7 @@ from structgen.errors import (
     ExtractionTruncatedWarning,
     GrammarTooComplexError,
     RequestError,
+    length_cut,
     warn_at_user_frame,
 )
 from structgen.extraction.array_ends import SCORE_ARRAY_ENDS_DEFAULT, choose_array_ends
@@ -164,18 +165,26 @@ def extract(
         InvalidSchemaError, UnsupportedSchemaError: the schema cannot be compiled
             (unlisted properties are never generated: ``additionalProperties`` is
             treated as false where the schema is silent).
-        ExtractionError: an output failed, or was cut by ``max_tokens`` before its JSON
-            was complete; carries the raw text and finish reason. Never returns a half
-            object.
+        ExtractionError: an output failed, or was cut by ``max_tokens`` or the end of the
+            model's context (the message names which) before its JSON was complete, or a
+            ``params.stop`` string or ``stop_token_ids`` token ended it before then;
+            carries the raw text and finish reason. Never returns a half object.
             An empty or whitespace-only text fails this way too, without model work.
         RequestError: a text is not a string, ``errors`` is neither ``"raise"`` nor
-            ``"return"``, ``params`` is not a SamplingParams, or a switch (``copy``,
+            ``"return"``, ``params`` is not a SamplingParams or asks for ``n`` > 1
+            outputs (extract returns one object per text), or a switch (``copy``,
             ``score_*``, ``evidence``, ``return_details``) is not a bool (or None).
     """
     if errors not in ("raise", "return"):
         raise RequestError(f"extract: errors must be 'raise' or 'return', got {errors!r}")
     if params is not None and not isinstance(params, SamplingParams):
         raise RequestError(f"extract: params must be SamplingParams, got {type(params).__name__}")
+    if params is not None and params.n != 1:
+        raise RequestError(
+            f"extract: params.n={params.n}, but extract returns one object per text; leave n "
+            "at 1 (for several samples of one text, call Engine.generate with a JsonSchema "
+            "constraint and n)"
+        )
     switches = {
         "copy": copy, "score_span_ends": score_span_ends, "score_options": score_options,
         "score_numbers": score_numbers, "evidence": evidence, "write_nulls": write_nulls,
@@ -352,6 +361,7 @@ def _extract_part(
     span_ends, options, numbers = job.span_ends, job.options, job.numbers
     overlaps, by_text = job.overlaps, job.by_text
     model_cls, return_details = job.model_cls, job.details
+    cut = _Cut(engine, params)
 
     def finish(done: list[tuple[int, Any]]) -> None:
         """Each finished output of ``done`` (index, output) through the scoring passes,
@@ -394,7 +404,7 @@ def _extract_part(
         for i, out in zip(idx, outs):
             if by_text and _ok(out):
                 out = dataclasses.replace(out, text=_with_evidence(sd, texts[i], out.text))
-            results[i] = _result(out, i, model_cls, sd, return_details, plans[i].copied_fields)
+            results[i] = _result(out, i, model_cls, sd, return_details, plans[i].copied_fields, cut)
             if on_result is not None:
                 on_result(i, results[i])
 
@@ -509,20 +519,46 @@ def _with_evidence(schema: Any, text: str, raw: str) -> str:
     return json.dumps(new, ensure_ascii=False, separators=(",", ":")) if changed else raw
 
 
+@dataclasses.dataclass(frozen=True)
+class _Cut:
+    """Words a cut output's limit (``errors.length_cut``) for extract's messages."""
+
+    engine: Any
+    params: SamplingParams
+
+    def __call__(self, out: Any) -> tuple[str, str]:
+        """``(by, fix)`` for ``out``, which finished with ``finish_reason="length"``."""
+        max_tokens = self.params.max_tokens
+        if len(out.token_ids) >= max_tokens:  # no need to ask the engine its context
+            return length_cut(len(out.token_ids), max_tokens, 0)
+        return length_cut(
+            len(out.token_ids),
+            max_tokens,
+            self.engine.max_request_tokens(),
+            shorten_prompt="shorten the text, or create the engine with a larger max_model_len",
+        )
+
+
 def _result(
-    out: Any, index: int, model_cls: Any, schema: Any, details: bool, copied: tuple[str, ...]
+    out: Any,
+    index: int,
+    model_cls: Any,
+    schema: Any,
+    details: bool,
+    copied: tuple[str, ...],
+    cut: _Cut,
 ) -> Any:
     """One text's entry in extract's result list: the value, an ExtractionResult, or the
     ExtractionError (returned, not raised); warns when the output was truncated.
     """
     try:
-        value, truncated = _parse(out, model_cls, schema)
+        value, truncated = _parse(out, model_cls, schema, cut)
     except ExtractionError as exc:
         return exc
     if truncated:
         warn_at_user_frame(
             ExtractionTruncatedWarning(
-                f"extraction of text {index} was cut by max_tokens; the grammar closed "
+                f"extraction of text {index} was cut by {cut(out)[0]}; the grammar closed "
                 "the JSON early, so its later fields may be shortened",
                 index=index,
                 raw_text=out.text,
@@ -533,9 +569,10 @@ def _result(
     return ExtractionResult(value, truncated, out.finish_reason, out.text, tuple(copied))
 
 
-def _parse(out: Any, model_cls: Any, schema: Any) -> tuple[Any, bool]:
-    """``(value, truncated)`` of one output; raises ExtractionError for a failed output
-    or one cut by ``max_tokens`` whose JSON is not complete and schema-valid.
+def _parse(out: Any, model_cls: Any, schema: Any, cut: _Cut) -> tuple[Any, bool]:
+    """``(value, truncated)`` of one output; raises ExtractionError for a failed output,
+    one cut by ``max_tokens`` or the context whose JSON is not complete and schema-valid,
+    or one a stop string (or stop token) ended before its JSON was complete.
     """
     truncated = out.finish_reason == "length"
     if out.finish_reason != "stop" and not truncated:
@@ -549,17 +586,35 @@ def _parse(out: Any, model_cls: Any, schema: Any) -> tuple[Any, bool]:
         obj = json.loads(out.text)
     except json.JSONDecodeError as exc:
         if truncated:
+            by, fix = cut(out)
             raise ExtractionError(
-                "extraction did not complete: max_tokens was reached before the JSON was "
-                "complete; raise max_tokens",
+                f"extraction did not complete: {by} was reached before the JSON was "
+                f"complete; {fix}",
                 raw_text=out.text,
                 finish_reason=out.finish_reason,
+            ) from None
+        stops = {
+            name: list(value)
+            for name, value in (
+                ("stop", cut.params.stop),
+                ("stop_token_ids", cut.params.stop_token_ids),
+            )
+            if value
+        }
+        if stops:  # under extract's grammar only a stop ends an output before its JSON closes
+            where = " or ".join(f"params.{name}={value}" for name, value in stops.items())
+            raise ExtractionError(
+                f"extraction did not complete: the output ended at {where} before its JSON "
+                f"was complete; extract's grammar ends the JSON itself: leave "
+                f"{' and '.join(stops)} unset",
+                raw_text=out.text,
+                finish_reason="error",
             ) from None
         raise ExtractionError(
             f"model output is not JSON: {exc}", raw_text=out.text, finish_reason="error"
         ) from exc
     if truncated:
-        _check_closed(obj, schema, out)
+        _check_closed(obj, schema, out, cut)
     if model_cls is None:
         return obj, truncated
     try:
@@ -572,7 +627,7 @@ def _parse(out: Any, model_cls: Any, schema: Any) -> tuple[Any, bool]:
         ) from exc
 
 
-def _check_closed(obj: Any, schema: Any, out: Any) -> None:
+def _check_closed(obj: Any, schema: Any, out: Any, cut: _Cut) -> None:
     """Raise ExtractionError unless a truncated output's JSON is valid against the schema."""
     import jsonschema
 
@@ -581,7 +636,7 @@ def _check_closed(obj: Any, schema: Any, out: Any) -> None:
     if first is not None:
         where = "/" + "/".join(str(p) for p in first.absolute_path)
         raise ExtractionError(
-            f"extraction was cut by max_tokens and its JSON is not schema-valid at {where}: "
+            f"extraction was cut by {cut(out)[0]} and its JSON is not schema-valid at {where}: "
             f"{first.message}",
             raw_text=out.text,
             finish_reason=out.finish_reason,

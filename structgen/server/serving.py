@@ -143,7 +143,9 @@ def request_constraint(req: Any, has_tools: bool = False) -> tuple[Any, str]:
                 "response_format grammar needs response_format.grammar (the grammar text)",
                 param="response_format.grammar",
             )
-        found.append(("response_format", Grammar(rf.grammar, trigger=trigger)))
+        found.append(
+            ("response_format", _auto_grammar(rf.grammar, "response_format.grammar", trigger))
+        )
     if req.guided_json is not None:
         schema = _json_value(req.guided_json, "guided_json")
         whitespace = _whitespace(req.guided_whitespace_pattern, "guided_whitespace_pattern")
@@ -163,7 +165,7 @@ def request_constraint(req: Any, has_tools: bool = False) -> tuple[Any, str]:
             found.append((name, Choice(getattr(req, name), trigger=trigger)))
     for name in ("grammar", "guided_grammar"):
         if getattr(req, name) is not None:
-            found.append((name, Grammar(getattr(req, name), trigger=trigger)))
+            found.append((name, _auto_grammar(getattr(req, name), name, trigger)))
     if req.ebnf is not None:
         found.append(("ebnf", Grammar(req.ebnf, syntax="ebnf", trigger=trigger)))
     if req.structural_tag is not None:
@@ -184,6 +186,34 @@ def request_constraint(req: Any, has_tools: bool = False) -> tuple[Any, str]:
             )
         return None, "response_format"
     return found[0][1], found[0][0]
+
+
+def _auto_grammar(text: str, param: str, trigger: str | None) -> Any:
+    """``Grammar(text)`` of a request field whose grammar's syntax its rules tell
+    (``grammar``, ``guided_grammar``, ``response_format.grammar``,
+    ``structured_outputs.grammar``): GBNF for ``name ::=`` rules, Lark for ``name:`` rules
+    (``fsm.grammar.detect_syntax``); only the ``ebnf`` field names a syntax (EBNF).
+
+    Raises:
+        APIError: 400 on ``param`` when the text has both kinds of rule or neither; the
+            message names the syntaxes the field is read as and the ``ebnf`` field, as a
+            request can send them (a request has no ``syntax`` field).
+    """
+    from structgen.errors import InvalidGrammarError
+    from structgen.fsm.grammar import detect_syntax
+    from structgen.fsm.spec import Grammar
+
+    try:
+        detect_syntax(text)
+    except InvalidGrammarError as exc:
+        reason = str(exc).split("; pass syntax=")[0]  # the Python keyword, not a request field
+        raise APIError(
+            f"{param}: {reason}; the server reads {param} as GBNF ('name ::= ...' rules, "
+            "start rule 'root') or Lark ('name: ...' rules, start rule 'start'), told by "
+            "which kind of rule it has; send an EBNF grammar in the 'ebnf' field",
+            param=param,
+        ) from None
+    return Grammar(text, trigger=trigger)
 
 
 def _structural_tag(rf: Any, trigger: str | None) -> Any:
@@ -277,7 +307,7 @@ def _structured_outputs(so: Any, trigger: str | None) -> Any:
     Raises:
         APIError: not exactly one of ``_STRUCTURED_KINDS``, or what the chosen one raises.
     """
-    from structgen.fsm.spec import Choice, Grammar, JsonSchema, Regex
+    from structgen.fsm.spec import Choice, JsonSchema, Regex
 
     values = {
         "json": so.json_,
@@ -314,7 +344,7 @@ def _structured_outputs(so: Any, trigger: str | None) -> Any:
     if kind == "choice":
         return Choice(so.choice, trigger=trigger)
     if kind == "grammar":
-        return Grammar(so.grammar, trigger=trigger)
+        return _auto_grammar(so.grammar, param, trigger)
     return _tag(so.structural_tag, param, trigger)
 
 

@@ -39,10 +39,11 @@ class ReversedEngine:
     def _answer(text):
         if text == "FAIL":
             return RequestOutput(text="", finish_reason="error", error="prompt too long")
+        cut = [0] * 512  # max_tokens (the CLI's default) tokens: max_tokens cut it
         if text == "CUT":
-            return RequestOutput(text='{"n":0,"ok":false}', finish_reason="length")
+            return RequestOutput(text='{"n":0,"ok":false}', token_ids=cut, finish_reason="length")
         if text == "CUT-OPEN":  # cut before the JSON closed
-            return RequestOutput(text='{"n":0,', finish_reason="length")
+            return RequestOutput(text='{"n":0,', token_ids=cut, finish_reason="length")
         return RequestOutput(text=json.dumps({"n": int(text), "ok": True}), finish_reason="stop")
 
 
@@ -162,7 +163,7 @@ def test_a_text_cut_before_the_json_closed_names_the_flag(run, tmp_path, monkeyp
     code, cap = run(["1", "CUT-OPEN"])
     assert code == 1
     rows = [json.loads(ln) for ln in cap.out.splitlines()]
-    assert "max_tokens was reached" in rows[1]["error"]
+    assert "max_tokens=512 was reached" in rows[1]["error"]
     assert rows[1]["error"].endswith("(--max-tokens)") and rows[1]["raw_text"] == '{"n":0,'
     monkeypatch.setattr(cli, "_engine", lambda args: ReversedEngine())
     schema = tmp_path / "s.json"

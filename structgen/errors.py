@@ -42,6 +42,7 @@ __all__ = [
     "ExtractionTruncatedWarning",
     "GrammarWarning",
     "unknown_keyword_error",
+    "did_you_mean",
     "length_cut",
     "warn_at_user_frame",
 ]
@@ -271,11 +272,18 @@ def unknown_keyword_error(owner: str, key: object, names: Sequence[str]) -> Conf
     ``SamplingParams got an unknown keyword 'max_token'; did you mean 'max_tokens'?
     (fields: ...)``. Returned, not raised. Raises: never.
     """
+    hint = did_you_mean(key, names)
+    return ConfigError(f"{owner} got an unknown keyword {key!r}{hint} (fields: {', '.join(names)})")
+
+
+def did_you_mean(key: object, names: Sequence[str]) -> str:
+    """``"; did you mean 'NAME'?"`` for the entry of ``names`` that ``key`` most resembles
+    (``difflib``, ratio >= 0.6), or ``""`` where none does. Raises: never.
+    """
     import difflib
 
     near = difflib.get_close_matches(str(key), list(names), n=1, cutoff=0.6)
-    hint = f"; did you mean {near[0]!r}?" if near else ""
-    return ConfigError(f"{owner} got an unknown keyword {key!r}{hint} (fields: {', '.join(names)})")
+    return f"; did you mean {near[0]!r}?" if near else ""
 
 
 def length_cut(

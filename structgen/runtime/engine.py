@@ -9,7 +9,7 @@ import itertools
 from typing import Any, Callable, Sequence
 
 from structgen.env import read_env
-from structgen.errors import ConfigError, StructgenError
+from structgen.errors import ConfigError
 from structgen.runtime.base_engine import BaseEngine
 from structgen.runtime.config import EngineConfig
 from structgen.runtime.engine_loop import EngineLoop
@@ -22,6 +22,7 @@ from structgen.runtime.model_runner import ModelRunner
 from structgen.runtime.outputs import RequestOutput
 from structgen.runtime.radix_cache import RadixCache
 from structgen.runtime.request import Request
+from structgen.runtime.request_factory import naming_prompt
 from structgen.runtime.sampling_params import SamplingParams
 from structgen.runtime.scheduler import Scheduler
 from structgen.runtime.step import StepContext, sample_tokens
@@ -364,13 +365,9 @@ class Engine(BaseEngine):
         cons_list = self._per_prompt(constraint, n, "constraint", lambda v: False)
         groups = []
         for i, (p, sp, c) in enumerate(zip(prompts, params_list, cons_list)):
-            try:
+            with naming_prompt(i, n):
                 groups.append(self._make_requests(p, sp or SamplingParams(), c))
                 self.check_prompt_fits(groups[-1][0].prompt_token_ids)
-            except StructgenError as exc:
-                if n > 1 and len(exc.args) == 1 and isinstance(exc.args[0], str):
-                    exc.args = (f"prompts[{i}] (of {n}): {exc.args[0]}",)
-                raise
         reqs = [r for g in groups for r in g]
         self._run_until_done(reqs, use_tqdm)
         return [self._group_output(g) for g in groups]

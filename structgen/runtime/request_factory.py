@@ -7,11 +7,18 @@ model: chat-template rendering, prompt validation, and one ``Request`` per branc
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import difflib
+from collections.abc import Iterator
 from typing import Any
 
-from structgen.errors import ConfigError, PromptTooLongError, RequestError
+from structgen.errors import (
+    ConfigError,
+    PromptTooLongError,
+    RequestError,
+    StructgenError,
+    did_you_mean,
+)
 from structgen.fsm.base import BaseCompiledGrammar
 from structgen.fsm.spec import to_constraint
 from structgen.runtime.detokenizer import IncrementalDetokenizer
@@ -19,7 +26,7 @@ from structgen.runtime.request import Request
 from structgen.runtime.sampler import make_generator
 from structgen.runtime.sampling_params import SamplingParams
 
-__all__ = ["RequestFactory", "CHAT_ROLES"]
+__all__ = ["RequestFactory", "CHAT_ROLES", "naming_prompt"]
 
 #: The roles a chat message may have: OpenAI's (the server's ``ChatMessage`` takes the same).
 #: ``developer`` is rendered as ``system``, as the server does.
@@ -189,10 +196,9 @@ def _checked_message(message: Any, i: int) -> dict:
         raise RequestError(f"chat message {i} must be a dict with 'role' and 'content'")
     role = message["role"]
     if role not in CHAT_ROLES:
-        near = difflib.get_close_matches(str(role), CHAT_ROLES, n=1, cutoff=0.6)
-        hint = f"; did you mean {near[0]!r}?" if near else ""
         raise RequestError(
-            f"chat message {i} has an unknown role {role!r}{hint} (roles: {', '.join(CHAT_ROLES)})"
+            f"chat message {i} has an unknown role {role!r}{did_you_mean(role, CHAT_ROLES)} "
+            f"(roles: {', '.join(CHAT_ROLES)})"
         )
     content = message["content"]
     if not isinstance(content, str) and not (content is None and message.get("tool_calls")):
@@ -202,3 +208,19 @@ def _checked_message(message: Any, i: int) -> dict:
     if role == "developer":
         message = {**message, "role": "system"}
     return message
+
+
+@contextlib.contextmanager
+def naming_prompt(i: int, n: int) -> Iterator[None]:
+    """Checks of prompt ``i`` of a call's ``n``: a ``StructgenError`` with a one-string
+    message raised inside names the prompt (``prompts[I] (of N): ...``) where ``n > 1``.
+
+    Raises:
+        what the body raises.
+    """
+    try:
+        yield
+    except StructgenError as exc:
+        if n > 1 and len(exc.args) == 1 and isinstance(exc.args[0], str):
+            exc.args = (f"prompts[{i}] (of {n}): {exc.args[0]}",)
+        raise

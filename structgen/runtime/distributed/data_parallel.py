@@ -34,6 +34,7 @@ from structgen.runtime.distributed.replica import replica_main
 from structgen.runtime.distributed.router import CacheAwareRouter, routing_key
 from structgen.runtime.outputs import RequestOutput
 from structgen.runtime.request import Request
+from structgen.runtime.request_factory import naming_prompt
 from structgen.runtime.sampling_params import SamplingParams
 
 __all__ = ["DataParallelEngine"]
@@ -301,12 +302,8 @@ class DataParallelEngine(BaseEngine):
         params_list = self._per_prompt(params or SamplingParams(), n, "params", lambda v: False)
         cons_list = self._per_prompt(constraint, n, "constraint", lambda v: False)
         for i, (p, sp, c) in enumerate(zip(prompts, params_list, cons_list)):
-            try:
+            with naming_prompt(i, n):
                 self._check_request(p, sp or SamplingParams(), c)
-            except StructgenError as exc:
-                if n > 1 and len(exc.args) == 1 and isinstance(exc.args[0], str):
-                    exc.args = (f"prompts[{i}] (of {n}): {exc.args[0]}",)
-                raise
         rids = [self.submit(p, sp, c) for p, sp, c in zip(prompts, params_list, cons_list)]
         if use_tqdm:
             from tqdm.auto import tqdm

@@ -5,8 +5,10 @@ batch 1).
 The documents are contact cards written from seeded templates (names, companies, roles,
 cities, phone and e-mail shapes vary; the dev set's ``contact_card`` schema), so every text
 is different and only the prompt's shared head is in the prefix cache, as for a real
-``structgen extract --input`` job. Batch 1: the first ``--batch1-docs`` documents, each
-its own ``extract`` call, after one untimed call; batched: all ``--docs`` in one call
+``structgen extract --input`` job. Batch 1: ``--batch1-docs`` documents spread evenly over
+the ``--docs`` (``batch1_sample``: the same population as the batched call's, so lengths and
+templates are alike; all of them when equal), each its own ``extract`` call, after one untimed
+call of a card outside the set; batched: all ``--docs`` in one call
 (``extract``'s continuous batching). Both at ``extract``'s defaults, in one process.
 Per mode also the process's CPU per document (every thread: kernels, host pipelines) and
 the tokens computed per document (every token the forward passes took: prompts past the
@@ -108,6 +110,18 @@ def documents(n: int, seed: int = 0) -> list[str]:
     return out
 
 
+def batch1_sample(texts: list[str], k: int) -> list[str]:
+    """``k`` of ``texts`` spread evenly over the list (first and last included; all when
+    ``k >= len(texts)``), so the batch-1 figure is measured on the batched call's population.
+    """
+    if k >= len(texts):
+        return list(texts)
+    if k <= 1:
+        return texts[:k]
+    step = (len(texts) - 1) / (k - 1)
+    return [texts[round(i * step)] for i in range(k)]
+
+
 def ab_fused_extend(engine, schema: dict, texts: list[str], args: argparse.Namespace) -> None:
     """Print batch 1 and batched s/doc per fused-extension value (medians over
     ``args.rounds`` rounds, the values' order reversed every other round).
@@ -129,7 +143,7 @@ def ab_fused_extend(engine, schema: dict, texts: list[str], args: argparse.Names
             for v in values if r % 2 == 0 else values[::-1]:
                 decode_step.MAX_FUSED_EXTEND = decode_step.MAX_FUSED_EXTEND_QUANTIZED = v
                 t = time.perf_counter()
-                for text in texts[: args.batch1_docs]:
+                for text in batch1_sample(texts, args.batch1_docs):
                     engine.extract(schema, text)
                 b1[v].append((time.perf_counter() - t) / args.batch1_docs)
                 t = time.perf_counter()
@@ -209,7 +223,7 @@ def ab_max_running(engine, schema: dict, texts: list[str], args: argparse.Namesp
                 if args.batch1_docs:
                     fresh()
                     t, c = time.perf_counter(), time.thread_time()
-                    for text in texts[: args.batch1_docs]:
+                    for text in batch1_sample(texts, args.batch1_docs):
                         engine.extract(schema, text)
                     m["b1 wall"].append((time.perf_counter() - t) / args.batch1_docs)
                     m["b1 cpu"].append((time.thread_time() - c) / args.batch1_docs)
@@ -407,7 +421,7 @@ def ab_pipelines(engine, schema: dict, texts: list[str], args: argparse.Namespac
         for r in range(args.rounds):
             extractor.HOST_PIPELINES = 1
             w, c, th = time.perf_counter(), time.process_time(), time.thread_time()
-            for text in texts[:nb]:
+            for text in batch1_sample(texts, nb):
                 engine.extract(schema, text)
             f = fig["batch 1"]
             f["wall"].append((time.perf_counter() - w) / nb)
@@ -480,6 +494,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.docs < 1 or (args.batch1_docs < 1 and not args.ab_max_running):
         ap.error("--docs and --batch1-docs must be at least 1 (the table is their ratio)")
+    if args.batch1_docs > args.docs:
+        ap.error("--batch1-docs must be at most --docs (batch 1 runs a sample of the set)")
     from structgen import Engine
 
     schema = json.loads((ROOT / "benchmarks/data/extraction/schemas/contact_card.json").read_text())
@@ -488,7 +504,7 @@ def main() -> None:
         ab_data_parallel(schema, texts, args)
         return
     engine = Engine()
-    engine.extract(schema, texts[0])  # untimed: compile, first prefix
+    engine.extract(schema, documents(len(texts) + 1, args.seed)[-1])  # untimed, not in the set
     if args.ab_fused_extend:
         ab_fused_extend(engine, schema, texts, args)
         return
@@ -511,11 +527,12 @@ def main() -> None:
 
         runner.execute = counted
     t, c = time.perf_counter(), time.process_time()
-    for text in texts[: args.batch1_docs]:
+    sample = batch1_sample(texts, args.batch1_docs)
+    for text in sample:
         engine.extract(schema, text)
-    batch1 = (time.perf_counter() - t) / args.batch1_docs
-    cpu1 = (time.process_time() - c) / args.batch1_docs
-    tokens1, computed[0] = computed[0] / args.batch1_docs, 0
+    batch1 = (time.perf_counter() - t) / len(sample)
+    cpu1 = (time.process_time() - c) / len(sample)
+    tokens1, computed[0] = computed[0] / len(sample), 0
     t, c = time.perf_counter(), time.process_time()
     values = engine.extract(schema, texts)
     batched = (time.perf_counter() - t) / len(texts)

@@ -97,3 +97,14 @@ def test_ab_max_running_counts_restores_and_flushes(capsys):
 def test_ab_max_running_refuses_different_outputs():
     with pytest.raises(AssertionError, match="other outputs"):
         bench.ab_max_running(_Engine(vary=True), {}, ["a", "b"], _args())
+
+
+def test_batch1_sample_spreads_over_the_set():
+    texts = [f"card {i}" for i in range(200)]
+    sample = bench.batch1_sample(texts, 8)
+    idx = [texts.index(t) for t in sample]
+    assert idx[0] == 0 and idx[-1] == 199 and len(set(idx)) == 8
+    gaps = [b - a for a, b in zip(idx, idx[1:])]
+    assert max(gaps) - min(gaps) <= 1  # evenly spread, not the first eight
+    assert bench.batch1_sample(texts, 200) == texts
+    assert bench.batch1_sample(texts, 1) == texts[:1]

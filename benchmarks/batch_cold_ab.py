@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import benchmarks.bench_grammar as bg  # noqa: E402
 import benchmarks.cold_ab as ca  # noqa: E402
+from benchmarks.support import alternating  # noqa: E402
 
 
 def _pass(eng, items) -> tuple[float, list[float], list[float], int]:
@@ -90,12 +91,11 @@ def main() -> None:
     gc.collect()
     gc.freeze()
     res: dict[str, list[tuple[float, float, float, float, int]]] = {e.name: [] for e in engines}
-    for p in range(args.passes):
-        for eng in engines if p % 2 == 0 else engines[::-1]:
-            compile_s, steps, walls, rejected = _pass(eng, items)
-            res[eng.name].append(
-                (compile_s, statistics.fmean(steps), sum(steps), statistics.fmean(walls), rejected)
-            )
+    for _, eng in alternating(engines, args.passes):
+        compile_s, steps, walls, rejected = _pass(eng, items)
+        res[eng.name].append(
+            (compile_s, statistics.fmean(steps), sum(steps), statistics.fmean(walls), rejected)
+        )
     lens = [len(ids) for _, _, ids in items]
     print(
         f"{len(items)} schemas, instance tokens median {statistics.median(lens):.0f}, "

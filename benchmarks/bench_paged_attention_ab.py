@@ -23,10 +23,11 @@ from __future__ import annotations
 import argparse
 import importlib.machinery
 import importlib.util
-import statistics
 import time
 
 import torch
+
+from benchmarks.support import interleaved_rounds, medians
 
 H, KVH, D, LAYERS, PS = 9, 3, 64, 30, 16
 _DT = {torch.float32: 0, torch.bfloat16: 1}
@@ -125,19 +126,19 @@ def main() -> None:
             for rows in map(int, args.rows.split(","))
             for ctx in map(int, args.contexts.split(","))
         ]
+    exts = {"b": base, "n": new}
     for label, case in cases:
         rows = case[4].shape[0]
         outs = {e: [torch.empty(rows, H, D, dtype=dtype) for _ in range(LAYERS)] for e in "bn"}
-        times = {"b": [], "n": []}
-        for i in range(args.rounds + 1):
-            order = [("b", base), ("n", new)] if i % 2 == 0 else [("n", new), ("b", base)]
-            for key, ext in order:
-                t = _step(ext, case, outs[key])
-                if i:  # round 0 warms up
-                    times[key].append(t)
+        times = interleaved_rounds(
+            "bn",
+            args.rounds,
+            lambda key, case=case, outs=outs: _step(exts[key], case, outs[key]),
+            warm_up=True,
+        )
         if not all(torch.equal(a, b) for a, b in zip(outs["b"], outs["n"])):
             raise SystemExit(f"{label}: outputs differ between the builds")
-        mb, mn = statistics.median(times["b"]), statistics.median(times["n"])
+        mb, mn = medians(times).values()
         print(f"| {label} | {mb:.2f} | {mn:.2f} | {mb / mn:.2f}x |")
 
 

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import argparse
 import random
-import statistics
 import time
 
 import torch
 
 from benchmarks.bench_paged_attention_ab import _load_ext
+from benchmarks.support import interleaved_rounds, medians
 
 
 def main() -> None:
@@ -43,21 +43,22 @@ def main() -> None:
         rng = random.Random(n)
         text = " ".join(str(rng.random()) for _ in range(n))
         ids = engine.tokenizer.encode(text, add_special_tokens=False)[:n]
-        times, outs = {"base": [], "this": []}, {}
-        for i in range(args.rounds + 1):
-            for key in ("base", "this") if i % 2 == 0 else ("this", "base"):
-                cpu_ops._ext = exts[key]
-                engine.flush_cache()
-                t0 = time.thread_time()
-                out = engine.generate([ids], sp)[0]
-                t = time.thread_time() - t0
-                outs[key] = (out.token_ids, out.logprobs)
-                if i:  # round 0 warms up
-                    times[key].append(t)
+        outs = {}
+
+        def prefill(key: str, ids=ids, outs=outs) -> float:
+            cpu_ops._ext = exts[key]
+            engine.flush_cache()
+            t0 = time.thread_time()
+            out = engine.generate([ids], sp)[0]
+            t = time.thread_time() - t0
+            outs[key] = (out.token_ids, out.logprobs)
+            return t
+
+        times = interleaved_rounds(("base", "this"), args.rounds, prefill, warm_up=True)
         cpu_ops._ext = exts["this"]
         if outs["base"] != outs["this"]:
             raise SystemExit(f"{n} tokens: the builds generate different tokens or logprobs")
-        mb, mt = statistics.median(times["base"]), statistics.median(times["this"])
+        mb, mt = medians(times).values()
         print(f"| {n} | {mb:.3f} | {mt:.3f} | {mb / mt:.2f}x |")
 
 

@@ -18,12 +18,12 @@ alternating rounds; base / this is the speed-up.
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 
 import torch
 
 from benchmarks.bench_decode_step import _load_ext
+from benchmarks.support import interleaved_rounds, medians
 
 
 def _sequences(model, rows: int, prefix: int, suffix: tuple[int, int]):
@@ -70,22 +70,23 @@ def main() -> None:
         seqs = _sequences(model, rows, args.prefix, suffix)
         lengths = {s: len(t) for s, t in seqs.tokens.items()}
         step = {s: [42 + s] for s in range(rows)}
-        times, logits = {"b": [], "n": []}, {}
-        for i in range(args.rounds + 1):
-            for key in "bn" if i % 2 == 0 else "nb":
-                decode_step._ext = exts[key]
-                t0 = clock()
-                out = seqs.step(step)
-                t = (clock() - t0) * 1e3
-                for s, n in lengths.items():
-                    del seqs.tokens[s][n:]
-                logits[key] = torch.stack([out[s] for s in range(rows)])
-                if i:  # round 0 warms up
-                    times[key].append(t)
+        logits = {}
+
+        def decode(key: str, seqs=seqs, lengths=lengths, step=step, rows=rows, logits=logits):
+            decode_step._ext = exts[key]
+            t0 = clock()
+            out = seqs.step(step)
+            t = (clock() - t0) * 1e3
+            for s, n in lengths.items():
+                del seqs.tokens[s][n:]
+            logits[key] = torch.stack([out[s] for s in range(rows)])
+            return t
+
+        times = interleaved_rounds("bn", args.rounds, decode, warm_up=True)
         decode_step._ext = exts["n"]
         if not torch.equal(logits["b"], logits["n"]):
             raise SystemExit(f"{rows} rows: logits differ between the builds")
-        mb, mn = statistics.median(times["b"]), statistics.median(times["n"])
+        mb, mn = medians(times).values()
         print(f"| {rows} | {args.prefix} | {args.suffix} | {mb:.1f} | {mn:.1f} | {mb / mn:.2f}x |")
 
 

@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 import benchmarks.bench_grammar as bg  # noqa: E402
 from benchmarks.cold_ab import _load_checkout, _StructgenOf  # noqa: E402
+from benchmarks.support import alternating  # noqa: E402
 
 
 def _stages(eng: _StructgenOf, schema, ids: list[int]) -> dict:
@@ -119,13 +120,12 @@ def main() -> None:
                 run()
     gc.collect()
     gc.freeze()
-    for p in range(args.passes):
-        for e in engines if p % 2 == 0 else engines[::-1]:
-            for name, run in stages[e.name].items():
-                t0 = time.thread_time()
-                own = run()
-                took = time.thread_time() - t0
-                times[e.name][name].append(own if isinstance(own, float) else took)
+    for _, e in alternating(engines, args.passes):
+        for name, run in stages[e.name].items():
+            t0 = time.thread_time()
+            own = run()
+            took = time.thread_time() - t0
+            times[e.name][name].append(own if isinstance(own, float) else took)
     print("| stage | old us | new us | old / new |")
     print("|---|---|---|---|")
     for name in stages["new"]:

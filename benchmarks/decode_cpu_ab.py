@@ -56,22 +56,23 @@ def main() -> None:
         return
     if not (args.a_root and args.b_root):
         ap.error("need A_ROOT and B_ROOT")
+    from benchmarks.support import alternating  # here: a child runs under the other checkout
+
     runs: dict[str, list[dict]] = {"A": [], "B": []}
-    for r in range(args.rounds):
-        for name in "AB" if r % 2 == 0 else "BA":
-            root = args.a_root if name == "A" else args.b_root
-            env = {**os.environ, "PYTHONPATH": root, "OMP_NUM_THREADS": "2"}
-            run = subprocess.run(
-                [sys.executable, os.path.abspath(__file__), "--child"],
-                env=env,
-                capture_output=True,
-                text=True,
-                check=True,
-                cwd=root,
-            )
-            runs[name].append(json.loads(run.stdout.strip().splitlines()[-1]))
-            got = {k: round(v, 2) for k, v in runs[name][-1].items() if k != "tokens"}
-            print(f"round {r + 1}/{args.rounds} {name}: {got}", flush=True)
+    for r, name in alternating("AB", args.rounds):
+        root = args.a_root if name == "A" else args.b_root
+        env = {**os.environ, "PYTHONPATH": root, "OMP_NUM_THREADS": "2"}
+        run = subprocess.run(
+            [sys.executable, os.path.abspath(__file__), "--child"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=root,
+        )
+        runs[name].append(json.loads(run.stdout.strip().splitlines()[-1]))
+        got = {k: round(v, 2) for k, v in runs[name][-1].items() if k != "tokens"}
+        print(f"round {r + 1}/{args.rounds} {name}: {got}", flush=True)
     same = all(a["tokens"] == b["tokens"] for a in runs["A"] for b in runs["B"])
     print(f"\nA = {args.a_root}, B = {args.b_root}; {args.rounds} rounds, medians")
     print("| measure | A | B | B / A |\n|---|---|---|---|")

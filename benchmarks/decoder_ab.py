@@ -95,6 +95,7 @@ def forward_ab(repeats: int) -> None:
     import torch
 
     import structgen
+    from benchmarks.support import alternating
     from structgen.runtime.forward_batch import ForwardBatch
     from structgen.runtime.models import decoder as model_decoder
 
@@ -111,19 +112,20 @@ def forward_ab(repeats: int) -> None:
     real = model_decoder.cpu_decoder
     times: dict = {(k, m): [] for k in steps for m in "AB"}
     logits: dict = {}
-    for r in range(repeats + 1):  # round 0: warm-up (plans, tile tables), not timed
-        for mode in "AB" if r % 2 == 0 else "BA":
-            model_decoder.cpu_decoder = real if mode == "B" else (lambda *a: None)
-            try:
-                for name, batch in steps.items():
-                    for _ in range(1 if name == "prefill_512" else 5):
-                        t0 = time.perf_counter()
-                        out = model(batch, kv)
-                        if r:
-                            times[name, mode].append(time.perf_counter() - t0)
-                    logits.setdefault((name, mode), out.clone())
-            finally:
-                model_decoder.cpu_decoder = real
+    # round 0: warm-up (plans, tile tables), not timed
+    for r, mode in alternating("AB", repeats, warm_up=True):
+        model_decoder.cpu_decoder = real if mode == "B" else (lambda *a: None)
+        try:
+            for name, batch in steps.items():
+                for _ in range(1 if name == "prefill_512" else 5):
+                    t0 = time.perf_counter()
+                    out = model(batch, kv)
+                    if r:
+                        times[name, mode].append(time.perf_counter() - t0)
+                # a tensor, or the host path's ndarray
+                logits.setdefault((name, mode), torch.as_tensor(out).clone())
+        finally:
+            model_decoder.cpu_decoder = real
     print(f"forward A/B in one process, {repeats} repeats, medians (s per forward)")
     print("| step | A: before | B: CpuDecoder | B / A | logits equal |\n|---|---|---|---|---|")
     for name in steps:
@@ -149,6 +151,7 @@ def host_overhead(repeats: int) -> None:
     step, A (the dispatch before ``CpuDecoder``) vs B, alternating, medians.
     """
     import structgen
+    from benchmarks.support import alternating
     from structgen.runtime.cpu import decode_step
     from structgen.runtime.cpu import ops as cpu_ops
     from structgen.runtime.cpu import quant as cpu_quant
@@ -175,13 +178,12 @@ def host_overhead(repeats: int) -> None:
     try:
         for m, a, names in stubs:
             setattr(m, a, _NoKernels(getattr(m, a), names))
-        for r in range(repeats):
-            for mode in "AB" if r % 2 == 0 else "BA":
-                model_decoder.cpu_decoder = real if mode == "B" else with_a
-                for _ in range(50):
-                    t0 = time.perf_counter()
-                    model(batch, kv)
-                    times[mode].append(time.perf_counter() - t0)
+        for _, mode in alternating("AB", repeats):
+            model_decoder.cpu_decoder = real if mode == "B" else with_a
+            for _ in range(50):
+                t0 = time.perf_counter()
+                model(batch, kv)
+                times[mode].append(time.perf_counter() - t0)
     finally:
         model_decoder.cpu_decoder = real
         for (m, a, _), v in zip(stubs, saved):
@@ -227,12 +229,13 @@ def main() -> None:
         return
     if not (args.a_root and args.b_root) or args.rounds < 1:
         ap.error("need A_ROOT and B_ROOT, and --rounds >= 1")
+    from benchmarks.support import alternating  # here: a child runs under the other checkout
+
     runs: dict[str, list[dict]] = {"A": [], "B": []}
-    for r in range(args.rounds):
-        for name in ("A", "B") if r % 2 == 0 else ("B", "A"):
-            runs[name].append(_run(args.a_root if name == "A" else args.b_root, args))
-            got = {k: round(v, 4) for k, v in runs[name][-1].items() if k != "tokens"}
-            print(f"round {r + 1}/{args.rounds} {name}: {got}", flush=True)
+    for r, name in alternating("AB", args.rounds):
+        runs[name].append(_run(args.a_root if name == "A" else args.b_root, args))
+        got = {k: round(v, 4) for k, v in runs[name][-1].items() if k != "tokens"}
+        print(f"round {r + 1}/{args.rounds} {name}: {got}", flush=True)
     same = all(a["tokens"] == b["tokens"] for a in runs["A"] for b in runs["B"])
     print(f"\nA = {args.a_root}, B = {args.b_root}; {args.rounds} rounds, medians")
     print("| measure | A | B | B / A |\n|---|---|---|---|")

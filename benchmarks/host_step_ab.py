@@ -34,6 +34,8 @@ import types
 
 import numpy as np
 
+from benchmarks.support import alternating
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -80,16 +82,15 @@ def main() -> None:
         rq = reqs(rows, constrained)
         times: dict[str, list[float]] = {"A": [], "B": []}
         tokens: dict[str, list] = {}
-        for r in range(args.repeats + 1):  # round 0: warm-up
-            for mode in "AB" if r % 2 == 0 else "BA":
-                for _ in range(args.calls):
-                    x = base.copy()
-                    logits = torch.from_numpy(x) if mode == "A" else x
-                    t0 = time.perf_counter()
-                    got = step.sample_step(logits, rq, eos)
-                    if r:
-                        times[mode].append(time.perf_counter() - t0)
-                    tokens.setdefault(mode, got[0])
+        for r, mode in alternating("AB", args.repeats, warm_up=True):
+            for _ in range(args.calls):
+                x = base.copy()
+                logits = torch.from_numpy(x) if mode == "A" else x
+                t0 = time.perf_counter()
+                got = step.sample_step(logits, rq, eos)
+                if r:
+                    times[mode].append(time.perf_counter() - t0)
+                tokens.setdefault(mode, got[0])
         a = statistics.median(times["A"]) * 1e6
         b = statistics.median(times["B"]) * 1e6
         same = tokens["A"] == tokens["B"]
@@ -112,20 +113,19 @@ def engine_ab(engine, repeats: int) -> None:
     params = SamplingParams(max_tokens=32, temperature=0.0, ignore_eos=True)
     rates: dict = {(n, m): [] for n in (1, 8) for m in "AB"}
     tokens: dict = {}
-    for r in range(repeats + 1):
-        for mode in "AB" if r % 2 == 0 else "BA":
-            handle = model.register_forward_hook(lambda *_: None) if mode == "A" else None
-            try:
-                for n in (1, 8):
-                    t0 = time.perf_counter()
-                    out = engine.generate(chats[:n], params)
-                    dt = time.perf_counter() - t0
-                    if r:
-                        rates[n, mode].append(sum(len(o.token_ids) for o in out) / dt)
-                    tokens.setdefault((n, mode), [list(o.token_ids) for o in out])
-            finally:
-                if handle is not None:
-                    handle.remove()
+    for r, mode in alternating("AB", repeats, warm_up=True):
+        handle = model.register_forward_hook(lambda *_: None) if mode == "A" else None
+        try:
+            for n in (1, 8):
+                t0 = time.perf_counter()
+                out = engine.generate(chats[:n], params)
+                dt = time.perf_counter() - t0
+                if r:
+                    rates[n, mode].append(sum(len(o.token_ids) for o in out) / dt)
+                tokens.setdefault((n, mode), [list(o.token_ids) for o in out])
+        finally:
+            if handle is not None:
+                handle.remove()
     print(f"\nengine generate, one process, {repeats} repeats, medians (output tok/s)")
     print("| prompts | A: tensor step | B: numpy step | B / A | tokens equal |")
     print("|---|---|---|---|---|")
@@ -153,8 +153,8 @@ def runner_ab(engine, repeats: int, calls: int) -> None:
     def before():  # main's ModelRunner.forward
         batch = ForwardBatch.build(*step_args, runner.pool.page_size, device=runner.device)
         with torch.inference_mode(), runner._backend():
-            logits = runner.model(batch, runner.pool)
-        return logits.float()
+            logits = runner.model(batch, runner.pool)  # a tensor, or the host path's ndarray
+        return torch.as_tensor(logits).float()
 
     def after():
         return runner.forward_logits(*step_args)
@@ -170,14 +170,13 @@ def runner_ab(engine, repeats: int, calls: int) -> None:
     try:
         for m, a, names in stubs:
             setattr(m, a, _NoKernels(getattr(m, a), names))
-        for r in range(repeats + 1):
-            for mode in "AB" if r % 2 == 0 else "BA":
-                fn = before if mode == "A" else after
-                for _ in range(calls):
-                    t0 = time.perf_counter()
-                    fn()
-                    if r:
-                        times[mode].append(time.perf_counter() - t0)
+        for r, mode in alternating("AB", repeats, warm_up=True):
+            fn = before if mode == "A" else after
+            for _ in range(calls):
+                t0 = time.perf_counter()
+                fn()
+                if r:
+                    times[mode].append(time.perf_counter() - t0)
     finally:
         for (m, a, _), v in zip(stubs, saved):
             setattr(m, a, v)

@@ -27,6 +27,7 @@ import time
 import numpy as np
 import torch
 
+from benchmarks.support import alternating
 from structgen.runtime import kv_pool as new_mod
 
 L, H, D, PS, PAGES = 30, 3, 64, 16, 8193
@@ -64,12 +65,11 @@ def pool_ab(base_root: str, rounds: int) -> None:
     base_mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(base_mod)
     res = {(k, m): [] for k in ("fill", "ptrs") for m in "AB"}
-    for r in range(rounds):
-        for m in "AB" if r % 2 == 0 else "BA":
-            dt, pool = build_and_fill(base_mod if m == "A" else new_mod)
-            res["fill", m].append(dt)
-            res["ptrs", m].append(ptrs(pool))
-            del pool
+    for _, m in alternating("AB", rounds):
+        dt, pool = build_and_fill(base_mod if m == "A" else new_mod)
+        res["fill", m].append(dt)
+        res["ptrs", m].append(ptrs(pool))
+        del pool
     print("| measure | A: base | B: this checkout | B / A |\n|---|---|---|---|")
     for k, unit, scale in (("fill", "ms", 1e3), ("ptrs", "us", 1e6)):
         a, b = statistics.median(res[k, "A"]), statistics.median(res[k, "B"])
@@ -103,15 +103,14 @@ def decode_ab(pairs: int) -> None:
         runners[name] = (runner, pages)
     times: dict = {k: [] for k in ("A", "B", "cA", "cB")}
     outs = {}
-    for rep in range(pairs + 1):  # pair 0: warm-up
-        for name in "AB" if rep % 2 == 0 else "BA":
-            runner, pages = runners[name]
-            t0, c0 = time.perf_counter(), time.process_time()
-            out = runner.forward_logits([[prompt[7]]], [len(prompt)], [pages], [0])
-            if rep:
-                times[name].append(time.perf_counter() - t0)
-                times["c" + name].append(time.process_time() - c0)
-            outs[name] = out.copy()
+    for rep, name in alternating("AB", pairs, warm_up=True):  # pair 0: warm-up
+        runner, pages = runners[name]
+        t0, c0 = time.perf_counter(), time.process_time()
+        out = runner.forward_logits([[prompt[7]]], [len(prompt)], [pages], [0])
+        if rep:
+            times[name].append(time.perf_counter() - t0)
+            times["c" + name].append(time.process_time() - c0)
+        outs[name] = out.copy()
     med = {k: statistics.median(v) for k, v in times.items()}
     print(
         f"decode step b1, 300-token context, {pairs} A/B pairs: wall A {med['A'] * 1e3:.2f} "

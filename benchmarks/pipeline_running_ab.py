@@ -29,6 +29,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_extract_batch import documents  # noqa: E402
 
+from benchmarks.support import alternating  # noqa: E402
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -65,26 +67,25 @@ def main() -> None:
         e.runner.execute = counted
     res: dict[int, list[tuple[float, ...]]] = {v: [] for v in values}
     first = None
-    for r in range(args.rounds):
-        for v in values if r % 2 == 0 else values[::-1]:
-            for e in pipes.engines:
-                e.scheduler.max_running_requests = v
-            pipes.flush_cache()
-            engine.flush_cache()
-            counts[:] = [0, 0, 0, 0.0]
-            t, c = time.perf_counter(), time.process_time()
-            out = engine.extract(schema, texts)
-            wall, cpu = (time.perf_counter() - t) / n, (time.process_time() - c) / n
-            first = out if first is None else first
-            assert out == first, f"values differ at max_running_requests={v}"
-            res[v].append((wall, cpu, counts[0], counts[1], counts[2], counts[3] / n))
-            print(
-                f"round {r}, max_running_requests {v}: wall {wall:.3f} s/doc, process CPU "
-                f"{cpu:.3f} s/doc, passes {counts[0]}, 64-row calls {counts[1]}, rows "
-                f"{counts[2]}, forward thread CPU {1000 * counts[3] / n:.1f} ms/doc, load "
-                f"{os.getloadavg()[0]:.1f}",
-                flush=True,
-            )
+    for r, v in alternating(values, args.rounds):
+        for e in pipes.engines:
+            e.scheduler.max_running_requests = v
+        pipes.flush_cache()
+        engine.flush_cache()
+        counts[:] = [0, 0, 0, 0.0]
+        t, c = time.perf_counter(), time.process_time()
+        out = engine.extract(schema, texts)
+        wall, cpu = (time.perf_counter() - t) / n, (time.process_time() - c) / n
+        first = out if first is None else first
+        assert out == first, f"values differ at max_running_requests={v}"
+        res[v].append((wall, cpu, counts[0], counts[1], counts[2], counts[3] / n))
+        print(
+            f"round {r}, max_running_requests {v}: wall {wall:.3f} s/doc, process CPU "
+            f"{cpu:.3f} s/doc, passes {counts[0]}, 64-row calls {counts[1]}, rows "
+            f"{counts[2]}, forward thread CPU {1000 * counts[3] / n:.1f} ms/doc, load "
+            f"{os.getloadavg()[0]:.1f}",
+            flush=True,
+        )
     print("| max_running_requests | wall s/doc | process CPU s/doc | passes | 64-row calls "
           "| rows | forward thread CPU ms/doc |\n|---|---|---|---|---|---|---|")  # fmt: skip
     for v in values:

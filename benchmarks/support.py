@@ -7,7 +7,9 @@
 * ``smollm2_tokenizer``: the packaged SmolLM2 tokenizer through transformers' GGUF loader;
 * ``mask_bits`` / ``allowed_ids``: the tokens one row of a packed token bitmask allows;
 * ``planned_walk``: a seeded random token walk with jump-forward plans applied as the
-  engine applies them.
+  engine applies them;
+* ``alternating`` / ``interleaved_rounds`` / ``medians``: the rounds of an A/B (or A/A/B)
+  comparison in one process, arms in alternating order, and their medians.
 
 The corpus tests' canonical serialization lives beside it, in ``benchmarks/corpus.py``.
 Import as ``benchmarks.support`` (the repository root on ``sys.path``: pytest puts it
@@ -17,7 +19,10 @@ there, and each benchmark inserts it).
 from __future__ import annotations
 
 import socket
+import statistics
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any, TypeVar
 
 README_EXTRACT_ARGS = [
     "-m",
@@ -35,9 +40,12 @@ __all__ = [
     "CHATML",
     "TINY_CORPUS",
     "allowed_ids",
+    "alternating",
     "build_tiny_tokenizer",
     "free_port",
+    "interleaved_rounds",
     "mask_bits",
+    "medians",
     "planned_walk",
     "save_tiny",
     "smollm2_tokenizer",
@@ -235,3 +243,71 @@ def planned_walk(matcher, encode, vocab, rng, max_steps: int, plan=None):
         t = rng.choice(ids)
         assert matcher.advance(t), t
         generated.append(t)
+
+
+Arm = TypeVar("Arm", bound=Hashable)
+
+
+def alternating(
+    arms: Sequence[Arm], rounds: int, warm_up: bool = False
+) -> Iterator[tuple[int, Arm]]:
+    """The ``(round, arm)`` steps of an interleaved comparison, in the order to run them: each
+    round runs every arm once, in the order of ``arms`` on even rounds and reversed on odd
+    ones (A B, B A, A B, ...), so a drift in the host's load falls on every arm alike.
+
+    Args:
+        arms: the arms (``"AB"``, ``("base", "this")``, engines, values of a setting).
+        rounds: rounds to measure.
+        warm_up: run a round 0 first that is not to be measured (the caller skips round
+            0: ``rounds + 1`` rounds in all, the first in the order of ``arms``).
+
+    Yields:
+        ``(round, arm)``; rounds count from 0 (with ``warm_up``, round 0 is the warm-up).
+
+    Raises:
+        ValueError: ``rounds`` < 0 (at the first step).
+    """
+    if rounds < 0:
+        raise ValueError(f"rounds must be >= 0, got {rounds}")
+    arms = list(arms)
+    for r in range(rounds + 1 if warm_up else rounds):
+        for arm in arms if r % 2 == 0 else arms[::-1]:
+            yield r, arm
+
+
+def interleaved_rounds(
+    arms: Sequence[Arm],
+    rounds: int,
+    measure: Callable[[Arm], Any],
+    warm_up: bool = False,
+) -> dict[Arm, list[Any]]:
+    """Measure every arm once per round in :func:`alternating` order.
+
+    Args:
+        arms: the arms (hashable: they key the result).
+        rounds: rounds measured.
+        measure: called once per step with its arm; returns that step's measurement
+            (a float, a tuple of figures, a dict of them); it may keep outputs to compare.
+        warm_up: a round 0 runs first and its measurements are dropped.
+
+    Returns:
+        ``{arm: [the measurement of each measured round]}``, arms in the order given.
+
+    Raises:
+        ValueError: ``rounds`` < 0; whatever ``measure`` raises.
+    """
+    results: dict[Arm, list[Any]] = {arm: [] for arm in arms}
+    for r, arm in alternating(arms, rounds, warm_up):
+        value = measure(arm)
+        if r or not warm_up:
+            results[arm].append(value)
+    return results
+
+
+def medians(results: Mapping[Arm, Sequence[float]]) -> dict[Arm, float]:
+    """``{arm: statistics.median(its measurements)}`` of :func:`interleaved_rounds`' result.
+
+    Raises:
+        statistics.StatisticsError: an arm with no measurement.
+    """
+    return {arm: statistics.median(values) for arm, values in results.items()}

@@ -12,6 +12,7 @@ Three levels of error (see ``shared/STYLE.md``):
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import warnings
@@ -41,8 +42,10 @@ __all__ = [
     "UnsupportedGrammarError",
     "ExtractionTruncatedWarning",
     "GrammarWarning",
+    "LengthLimit",
     "unknown_keyword_error",
     "did_you_mean",
+    "length_limit",
     "length_cut",
     "warn_at_user_frame",
 ]
@@ -160,12 +163,22 @@ class ExtractionError(StructgenError):
     Attributes:
         raw_text: the text the model generated, for inspection.
         finish_reason: why generation stopped (``"length"``, ``"error"``, ...).
+        cut_by: the limit that cut the output (a :class:`LengthLimit`: ``max_tokens`` or the
+            end of the model's context, and its value) where a limit cut it before its JSON
+            was complete and schema-valid; None otherwise.
     """
 
-    def __init__(self, message: str, raw_text: str = "", finish_reason: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        raw_text: str = "",
+        finish_reason: str | None = None,
+        cut_by: LengthLimit | None = None,
+    ) -> None:
         super().__init__(message)
         self.raw_text = raw_text
         self.finish_reason = finish_reason
+        self.cut_by = cut_by
 
 
 class ProgramError(StructgenError):
@@ -286,6 +299,67 @@ def did_you_mean(key: object, names: Sequence[str]) -> str:
     return f"; did you mean {near[0]!r}?" if near else ""
 
 
+@dataclasses.dataclass(frozen=True)
+class LengthLimit:
+    """The limit that cut an output which finished with ``finish_reason="length"``.
+
+    ``str(limit)`` is the limit in the words every message about such a cut uses:
+    ``max_tokens=N``, or ``the end of the model's context (N tokens, prompt included)``.
+
+    Attributes:
+        name: ``"max_tokens"`` (the request's ``SamplingParams.max_tokens``) or
+            ``"context"`` (the most tokens, prompt + output, one request can hold:
+            ``engine.max_request_tokens()``, the model's context or the KV cache's size).
+        tokens: the limit's value, in tokens (output tokens for ``max_tokens``, prompt +
+            output for ``context``).
+
+    Raises:
+        ValueError: at construction, a ``name`` other than those two.
+    """
+
+    name: str
+    tokens: int
+
+    def __post_init__(self) -> None:
+        if self.name not in ("max_tokens", "context"):
+            raise ValueError(
+                f"LengthLimit.name must be 'max_tokens' or 'context', got {self.name!r}"
+            )
+
+    def __str__(self) -> str:
+        if self.name == "max_tokens":
+            return f"max_tokens={self.tokens}"
+        return f"the end of the model's context ({self.tokens} tokens, prompt included)"
+
+    def remedy(
+        self,
+        raise_max_tokens: str = "raise max_tokens",
+        shorten_prompt: str = "shorten the prompt",
+    ) -> str:
+        """``raise_max_tokens`` for a ``max_tokens`` cut, else ``shorten_prompt`` (a caller
+        names its own terms: a CLI its flag, extract the text). Raises: never.
+        """
+        return raise_max_tokens if self.name == "max_tokens" else shorten_prompt
+
+
+def length_limit(num_output_tokens: int, max_tokens: int, context_tokens: int) -> LengthLimit:
+    """Which limit cut an output that finished with ``finish_reason="length"``: ``max_tokens``
+    when the output has ``max_tokens`` tokens, else the end of the model's context.
+
+    Args:
+        num_output_tokens: tokens the output has.
+        max_tokens: the request's ``SamplingParams.max_tokens``.
+        context_tokens: most tokens (prompt + output) one request can hold
+            (``engine.max_request_tokens()``; not read for a ``max_tokens`` cut).
+
+    Raises:
+        never.
+    """
+    if num_output_tokens >= max_tokens:
+        return LengthLimit("max_tokens", max_tokens)
+    return LengthLimit("context", context_tokens)
+
+
 def length_cut(
     num_output_tokens: int,
     max_tokens: int,
@@ -294,7 +368,7 @@ def length_cut(
     shorten_prompt: str = "shorten the prompt",
 ) -> tuple[str, str]:
     """Which limit cut an output that finished with ``finish_reason="length"``, and its
-    remedy, in the words every message about such a cut uses.
+    remedy, in the words every message about such a cut uses (:func:`length_limit`, worded).
 
     Args:
         num_output_tokens: tokens the output has.
@@ -312,9 +386,5 @@ def length_cut(
     Raises:
         never.
     """
-    if num_output_tokens >= max_tokens:
-        return f"max_tokens={max_tokens}", raise_max_tokens
-    return (
-        f"the end of the model's context ({context_tokens} tokens, prompt included)",
-        shorten_prompt,
-    )
+    limit = length_limit(num_output_tokens, max_tokens, context_tokens)
+    return str(limit), limit.remedy(raise_max_tokens, shorten_prompt)

@@ -165,8 +165,8 @@ def _write_result(out: Any, res: Any, where: str | None) -> None:
     (``where`` None) raises CliError.
     """
     if isinstance(res, ExtractionError):
-        # the API's message says max_tokens; on the command line that is --max-tokens
-        by_max_tokens = res.finish_reason == "length" and "; raise max_tokens" in str(res)
+        # the API's message names max_tokens; on the command line that is --max-tokens
+        by_max_tokens = res.cut_by is not None and res.cut_by.name == "max_tokens"
         flag = " (--max-tokens)" if by_max_tokens else ""
         if where is None:
             raw = f" (raw output: {res.raw_text!r})" if res.raw_text else ""

@@ -11,8 +11,9 @@ from structgen.errors import (
     ExtractionError,
     ExtractionTruncatedWarning,
     GrammarTooComplexError,
+    LengthLimit,
     RequestError,
-    length_cut,
+    length_limit,
     warn_at_user_frame,
 )
 from structgen.extraction.array_ends import SCORE_ARRAY_ENDS_DEFAULT, choose_array_ends
@@ -521,21 +522,25 @@ def _with_evidence(schema: Any, text: str, raw: str) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class _Cut:
-    """Words a cut output's limit (``errors.length_cut``) for extract's messages."""
+    """The limit that cut an output (``errors.length_limit``), and its remedy in extract's
+    terms, for extract's messages and ``ExtractionError.cut_by``.
+    """
 
     engine: Any
     params: SamplingParams
 
-    def __call__(self, out: Any) -> tuple[str, str]:
-        """``(by, fix)`` for ``out``, which finished with ``finish_reason="length"``."""
+    def __call__(self, out: Any) -> LengthLimit:
+        """The limit that cut ``out``, which finished with ``finish_reason="length"``."""
         max_tokens = self.params.max_tokens
         if len(out.token_ids) >= max_tokens:  # no need to ask the engine its context
-            return length_cut(len(out.token_ids), max_tokens, 0)
-        return length_cut(
-            len(out.token_ids),
-            max_tokens,
-            self.engine.max_request_tokens(),
-            shorten_prompt="shorten the text, or create the engine with a larger max_model_len",
+            return length_limit(len(out.token_ids), max_tokens, 0)
+        return length_limit(len(out.token_ids), max_tokens, self.engine.max_request_tokens())
+
+    @staticmethod
+    def remedy(limit: LengthLimit) -> str:
+        """What to change for an output ``limit`` cut."""
+        return limit.remedy(
+            shorten_prompt="shorten the text, or create the engine with a larger max_model_len"
         )
 
 
@@ -558,7 +563,7 @@ def _result(
     if truncated:
         warn_at_user_frame(
             ExtractionTruncatedWarning(
-                f"extraction of text {index} was cut by {cut(out)[0]}; the grammar closed "
+                f"extraction of text {index} was cut by {cut(out)}; the grammar closed "
                 "the JSON early, so its later fields may be shortened",
                 index=index,
                 raw_text=out.text,
@@ -586,12 +591,13 @@ def _parse(out: Any, model_cls: Any, schema: Any, cut: _Cut) -> tuple[Any, bool]
         obj = json.loads(out.text)
     except json.JSONDecodeError as exc:
         if truncated:
-            by, fix = cut(out)
+            limit = cut(out)
             raise ExtractionError(
-                f"extraction did not complete: {by} was reached before the JSON was "
-                f"complete; {fix}",
+                f"extraction did not complete: {limit} was reached before the JSON was "
+                f"complete; {cut.remedy(limit)}",
                 raw_text=out.text,
                 finish_reason=out.finish_reason,
+                cut_by=limit,
             ) from None
         stops = {
             name: list(value)
@@ -635,11 +641,13 @@ def _check_closed(obj: Any, schema: Any, out: Any, cut: _Cut) -> None:
     first = next(error, None)
     if first is not None:
         where = "/" + "/".join(str(p) for p in first.absolute_path)
+        limit = cut(out)
         raise ExtractionError(
-            f"extraction was cut by {cut(out)[0]} and its JSON is not schema-valid at {where}: "
+            f"extraction was cut by {limit} and its JSON is not schema-valid at {where}: "
             f"{first.message}",
             raw_text=out.text,
             finish_reason=out.finish_reason,
+            cut_by=limit,
         )
 
 

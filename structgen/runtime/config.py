@@ -20,6 +20,7 @@ __all__ = [
     "EngineConfig",
     "SpeculativeConfig",
     "auto_device",
+    "model_context_length",
     "model_context_limit",
     "torch_dtype",
 ]
@@ -290,6 +291,35 @@ def model_context_limit(model_config: Any) -> tuple[int, str] | None:
     return limit, source
 
 
+# transformers' model_max_length of a tokenizer whose files name none (VERY_LARGE_INTEGER)
+_UNSET_MODEL_MAX_LENGTH = int(1e30)
+DEFAULT_CONTEXT_LENGTH = 2048  # a model whose config and tokenizer name no limit (vLLM's)
+
+
+def model_context_length(model_config: Any, tokenizer: Any = None) -> int:
+    """A model's own context length, in tokens (prompt + output): the loaders'
+    ``LoadedModel.max_model_len``, and so the engine's where ``max_model_len`` is unset.
+
+    :func:`model_context_limit`'s limit (the one rule ``EngineConfig.context_length`` checks
+    a given ``max_model_len`` against, RoPE scaling included); where the config names none,
+    the tokenizer's ``model_max_length`` where its files set one, else
+    :data:`DEFAULT_CONTEXT_LENGTH` (vLLM's default for such a model).
+
+    Args:
+        model_config: a transformers config or ``ModelConfig`` (read by attribute).
+        tokenizer: the model's tokenizer, or None.
+
+    Raises: never.
+    """
+    found = model_context_limit(model_config)
+    if found is not None:
+        return found[0]
+    value = getattr(tokenizer, "model_max_length", None)
+    if isinstance(value, int) and 0 < value < _UNSET_MODEL_MAX_LENGTH:
+        return value
+    return DEFAULT_CONTEXT_LENGTH
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     """Every engine setting, validated at construction.
@@ -330,9 +360,10 @@ class EngineConfig:
             rows, so admitting more requests makes steps fewer, not rows cheaper: 64 and 256
             gave the same per-card CPU on a 200-document ``extract`` (benchmarks/RESULTS.md
             "Session 28, c10").
-        max_model_len: context limit in tokens; None = the model's own. More than the
-            model's config allows (its positions, times its RoPE scaling factor: vLLM's
-            rule) is refused when the model loads (``context_length``).
+        max_model_len: context limit in tokens; None = the model's own
+            (:func:`model_context_length`). More than the model's config allows (its
+            positions, times its RoPE scaling factor: vLLM's rule) is refused when the
+            model loads (``context_length``).
         prefix_cache: reuse KV of shared prefixes through the radix cache.
         schedule_policy: ``"lpm"`` (longest cached prefix first) or ``"fcfs"``.
         num_threads: torch intra-op threads on CPU; None keeps torch's default. Set, it
@@ -515,16 +546,19 @@ class EngineConfig:
         return cls(model=model, **kwargs)
 
     def context_length(self, model_config: Any, model_max_len: int) -> int:
-        """The engine's context length, in tokens (prompt + output), for a loaded model.
+        """The engine's context length, in tokens (prompt + output), for a loaded model:
+        the one number its scheduler, prompt checks, server and CLI read
+        (``engine.max_request_tokens()`` is it, or the KV cache's size where smaller).
 
         ``max_model_len`` when set, checked against the longest context the model's config
         allows (:func:`model_context_limit`, vLLM's rule: a model whose config names no
-        limit takes any); None gives ``model_max_len``, the loader's limit. A rope-scaled
-        model (``yarn``, ``linear``) may thus be given its scaled length.
+        limit takes any); None gives ``model_max_len``, the loader's
+        :func:`model_context_length` of the same config: that limit, RoPE scaling included
+        (as vLLM's default), so a model takes by default the most it is given.
 
         Args:
             model_config: the model's config (a transformers config or ``ModelConfig``).
-            model_max_len: the loader's context limit (``LoadedModel.max_model_len``).
+            model_max_len: the loader's context length (``LoadedModel.max_model_len``).
 
         Raises:
             ConfigError: ``max_model_len`` is above the model's limit (both numbers and the

@@ -100,7 +100,10 @@ def create_app(
         engine: the ``structgen.AsyncEngine`` every request goes through.
         served_model_name: the name in ``/v1/models`` and the accepted ``model`` value
             (the model path is accepted too); default: the model path, or
-            ``"SmolLM2-135M-Instruct"`` for the packaged model.
+            ``"SmolLM2-135M-Instruct"`` for the packaged model. ``/v1/models`` also gives
+            the model's ``max_model_len`` (vLLM's field): the most tokens, prompt + output,
+            one request can hold (``engine.max_request_tokens()``), past which a prompt is
+            a 400 ``context_length_exceeded``.
         api_key: when set, ``/v1/*`` needs ``Authorization: Bearer <api_key>`` (401
             otherwise); ``/health`` and ``/metrics`` stay open.
         max_n: largest ``n`` accepted (400 above).
@@ -157,10 +160,11 @@ def create_app(
 
     @app.get("/v1/models", dependencies=[Depends(check_key)])
     async def models() -> dict:
-        return {
-            "object": "list",
-            "data": [{"id": name, "object": "model", "created": 0, "owned_by": "structgen"}],
-        }
+        # vLLM's field: the most tokens (prompt + output) one request can hold, the limit
+        # check_prompt's context_length_exceeded enforces
+        card = {"id": name, "object": "model", "created": 0, "owned_by": "structgen"}
+        card["max_model_len"] = engine.engine.max_request_tokens()
+        return {"object": "list", "data": [card]}
 
     def check_model(req: Any) -> None:
         if req.model not in accepted:

@@ -47,7 +47,9 @@ class LoadedModel:
         config: the model config: a transformers config for a Hugging Face folder (and a
             ``deepseek2`` GGUF), a :class:`~structgen.runtime.models.config.ModelConfig`
             for the other GGUF files.
-        max_model_len: longest sequence the model supports (prompt + output).
+        max_model_len: longest sequence the model supports (prompt + output):
+            :func:`~structgen.runtime.config.model_context_length` of ``config``, the one
+            rule ``EngineConfig.context_length`` checks a given ``max_model_len`` against.
         cache_dir: the directory the tokenizer is cached in (a GGUF file's), where the
             engine caches its grammar vocabulary too
             (:mod:`~structgen.runtime.loader.vocab_cache`); None when not cached.
@@ -181,6 +183,7 @@ def load_cpu_model(
         from structgen.runtime.cpu.model import CpuModel
     except ImportError:  # pragma: no cover - depends on the build
         return None
+    from structgen.runtime.config import model_context_length
     from structgen.runtime.loader.gguf_config import eos_token_ids, open_gguf
 
     g, config, tokenizer, tok_dir = open_gguf(str(p))
@@ -198,7 +201,7 @@ def load_cpu_model(
         chat_template=chat_template,
         eos_token_ids=eos_token_ids(config, tokenizer),
         config=config,
-        max_model_len=int(config.max_position_embeddings),
+        max_model_len=model_context_length(config, tokenizer),
         cache_dir=tok_dir,
     )
 

@@ -15,6 +15,7 @@ import re
 import torch
 
 from structgen.errors import ModelLoadError
+from structgen.runtime.config import model_context_length
 from structgen.runtime.loader.dequant import dequantize
 from structgen.runtime.loader.gguf_config import (
     GGUF_ARCHITECTURES,
@@ -403,7 +404,7 @@ def load_gguf(path: str, dtype: torch.dtype, device, quantization: str | None = 
         chat_template=chat_template,
         eos_token_ids=eos,
         config=config,
-        max_model_len=int(config.max_position_embeddings),
+        max_model_len=model_context_length(config, tokenizer),
         cache_dir=tok_dir,
     )
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import torch
 
 from structgen.errors import ModelLoadError, ModelNotFoundError
+from structgen.runtime.config import model_context_length
 from structgen.runtime.loader.gguf_loader import assign_weights, eos_token_ids
 from structgen.runtime.loader.tokenizer import load_hf_tokenizer
 
@@ -77,10 +78,6 @@ def load_hf_folder(folder: Path, dtype: torch.dtype, device, quantization: str |
         from structgen.runtime.quantization import quantize_model
 
         quantize_model(model, quantization)
-    max_len = int(
-        getattr(config, "max_position_embeddings", 0)
-        or getattr(tokenizer, "model_max_length", 2048)
-    )
     if tokenizer is not None:
         eos = eos_token_ids(config, tokenizer)
     else:
@@ -92,5 +89,5 @@ def load_hf_folder(folder: Path, dtype: torch.dtype, device, quantization: str |
         chat_template=getattr(tokenizer, "chat_template", None),
         eos_token_ids=eos,
         config=config,
-        max_model_len=max_len,
+        max_model_len=model_context_length(config, tokenizer),
     )

@@ -1,9 +1,11 @@
 """What a new user's first hour with README.md tried and README now states.
 
 ``Engine(model)`` takes a path or None, and anything else is a ``ConfigError`` naming the
-field (it was a ``TypeError`` from ``pathlib``); jump-forward feeds the model the
-tokenizer's own split of forced text, so its greedy output can differ from
-``jump_forward=False``'s (README, "Constraints").
+field (it was a ``TypeError`` from ``pathlib``); a program's ``run_batch`` takes a list of
+dicts, and anything else is a ``RequestError`` before any run starts (it was a ``TypeError``
+or ``KeyError`` from a worker thread); jump-forward feeds the model the tokenizer's own
+split of forced text, so its greedy output can differ from ``jump_forward=False``'s
+(README, "Constraints").
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import jsonschema
 import pytest
 
 import structgen
-from structgen.errors import ConfigError, ModelNotFoundError
+from structgen.errors import ConfigError, ModelNotFoundError, RequestError
 from structgen.runtime.config import EngineConfig
 
 NOT_A_PATH = [5, ["model.gguf"], b"model.gguf", {"path": "model.gguf"}]
@@ -43,6 +45,44 @@ def test_engine_model_path_objects_are_paths(tmp_path):
     for model in (missing, str(missing)):
         with pytest.raises(ModelNotFoundError, match="does not exist"):
             structgen.Engine(model)
+
+
+@structgen.function
+def topic_program(s, topic):
+    s += "Topic: " + topic + "\nText:" + structgen.gen("t", max_tokens=4)
+
+
+@pytest.mark.parametrize(
+    ("batch", "message"),
+    [
+        (
+            {"topic": "cats"},
+            "run_batch takes a list of dicts of program arguments, one per run; got dict "
+            "(for one run, call run(**kwargs))",
+        ),
+        ("cats", "run_batch takes a list of dicts of program arguments, one per run; got str"),
+        (5, "run_batch takes a list of dicts of program arguments, one per run; got int"),
+        (
+            [{"topic": "cats"}, "dogs"],
+            "run_batch: batch_kwargs[1] must be a dict of program arguments, got str",
+        ),
+    ],
+    ids=["dict", "str", "int", "list-with-str"],
+)
+def test_run_batch_refuses_what_is_not_a_list_of_dicts(batch, message):
+    """Refused before a backend is asked for (no default engine is made)."""
+    with pytest.raises(RequestError) as exc:
+        topic_program.run_batch(batch, progress_bar=False)
+    assert str(exc.value) == message
+
+
+def test_run_batch_takes_any_iterable_of_dicts(tiny_engine):
+    """A tuple or a generator of dicts runs as the list does (each run as ``run``'s)."""
+    topics = ["cats", "dogs"]
+    want = [topic_program.run(t, backend=tiny_engine)["t"] for t in topics]
+    for batch in (tuple({"topic": t} for t in topics), ({"topic": t} for t in topics)):
+        states = topic_program.run_batch(batch, backend=tiny_engine, progress_bar=False)
+        assert [st["t"] for st in states] == want
 
 
 PERSON = {

@@ -1,7 +1,7 @@
 """Fork: sample several answers in one batch (sharing the prompt's KV), then pick one.
 
-Each answer is cut at ``max_tokens=8``; with the packaged SmolLM2-135M they read as
-unfinished phrases (``The Joe's Brewbery is a``).
+Each answer ends at its first newline or after ``max_tokens=8`` tokens, so with the packaged
+SmolLM2-135M some read as unfinished phrases (``Hobby: Caramel and C``).
 
 Run: python examples/parallel_fork.py
 """

@@ -28,7 +28,7 @@ import queue
 import threading
 import traceback
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping
 
 from structgen.errors import ProgramError, RequestError
 from structgen.lang import expr as E
@@ -112,11 +112,30 @@ class Program:
 
         Returns:
             One ProgramState (or ProgramError) per dict, in order.
+
+        Raises:
+            RequestError: ``batch_kwargs`` is not a list of dicts, or ``errors`` is neither
+                ``"raise"`` nor ``"return"``.
         """
         from tqdm.auto import tqdm
 
         if errors not in ("raise", "return"):
             raise RequestError("errors must be 'raise' or 'return'")
+        if isinstance(batch_kwargs, (Mapping, str)) or not hasattr(batch_kwargs, "__iter__"):
+            one_run = (
+                " (for one run, call run(**kwargs))" if isinstance(batch_kwargs, Mapping) else ""
+            )
+            raise RequestError(
+                "run_batch takes a list of dicts of program arguments, one per run; got "
+                f"{type(batch_kwargs).__name__}{one_run}"
+            )
+        batch_kwargs = list(batch_kwargs)
+        for i, kwargs in enumerate(batch_kwargs):
+            if not isinstance(kwargs, Mapping):
+                raise RequestError(
+                    f"run_batch: batch_kwargs[{i}] must be a dict of program arguments, got "
+                    f"{type(kwargs).__name__}"
+                )
         b = as_backend(backend)
         results: list[Any] = [None] * len(batch_kwargs)
         bar = tqdm(total=len(batch_kwargs), desc=self.fn.__name__, disable=not progress_bar)

@@ -449,6 +449,12 @@ class EngineConfig:
     def __post_init__(self) -> None:
         from structgen.runtime.quantization import check_quantization
 
+        if self.model is not None and not isinstance(self.model, (str, os.PathLike)):
+            raise ConfigError(
+                "EngineConfig.model must be the path (str or os.PathLike) of a .gguf file or "
+                "a Hugging Face folder, or None for the packaged SmolLM2; got "
+                f"{type(self.model).__name__}"
+            )
         if self.quantization != "auto":
             check_quantization(self.quantization)  # raises ConfigError naming the method
         object.__setattr__(self, "speculative", SpeculativeConfig.parse(self.speculative))

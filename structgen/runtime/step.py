@@ -200,7 +200,9 @@ def sample_step(
 
     Args:
         logits: ``[R, V]`` float32, an ``ndarray`` (the default CPU engine's: every step is
-            numpy then) or a tensor; row ``r`` belongs to ``reqs[r]``; modified in place.
+            numpy then) or a tensor; row ``r`` belongs to ``reqs[r]``; modified in place
+            (on the host, a greedy row picked among its allowed ids by
+            :func:`_greedy_picks` is left unmasked).
         reqs: the sampling requests.
         eos_ids: the model's EOS token ids.
         masks: grammar rows computed ahead (``StepMasks``, waited for): a request's row

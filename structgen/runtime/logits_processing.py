@@ -142,21 +142,9 @@ def top_logprobs(logits: Any, chosen: Any, k: list[int]) -> list[dict[int, float
         top_v = top_v.tolist() if kmax else None
         top_i = top_i.tolist() if kmax else None
     else:
-        x = host_array(logits).astype(np.float32, copy=False)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            z = x - x.max(axis=1, keepdims=True)
-            logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))  # [R, V] float32
-        chosen_lp = logp[np.arange(len(chosen_ids)), chosen_ids].tolist() if chosen_ids else []
-        if kmax:
-            vocab = logp.shape[1]
-            kk = min(kmax, vocab)
-            part = np.argpartition(-logp, kk - 1, axis=1)[:, :kk] if kk < vocab else None
-            if part is None:
-                part = np.broadcast_to(np.arange(vocab), logp.shape)
-            vals = np.take_along_axis(logp, part, 1)
-            order = np.lexsort((part, -vals), axis=1)  # by value, descending; then by id
-            top_i = np.take_along_axis(part, order, 1).tolist()
-            top_v = np.take_along_axis(vals, order, 1).tolist()
+        chosen_lp, top_i, top_v = _top_logprobs_host(
+            host_array(logits).astype(np.float32, copy=False), chosen_ids, kmax
+        )
     out = []
     for r, tok in enumerate(chosen_ids):
         d = {tok: chosen_lp[r]}
@@ -165,3 +153,69 @@ def top_logprobs(logits: Any, chosen: Any, k: list[int]) -> list[dict[int, float
                 d.setdefault(t, v)
         out.append(d)
     return out
+
+
+def _top_logprobs_host(
+    x: np.ndarray, chosen_ids: list[int], kmax: int
+) -> tuple[list[float], list[list[int]] | None, list[list[float]] | None]:
+    """:func:`top_logprobs` on the host: the chosen tokens' log-probabilities and, with
+    ``kmax``, each row's top ``min(kmax, V)`` ids and log-probabilities (by decreasing value,
+    equal values by increasing id).
+
+    ``x`` is ``[R, V]`` float32. Every log-probability is ``(x - max) - log(sum(exp(x - max)))``
+    in float32 (the row's log-softmax); only the entries reported are formed. A row's top ids
+    are sorted out of its candidates (:func:`_top_candidates`), which hold them all unless a
+    value equal to the ``kmax``-th lies beyond them: where the ``kmax + 1``-th candidate's
+    value is not below the ``kmax``-th (a tie at the cut) or the row's maximum is not finite,
+    the row is selected whole with ``argpartition``. Raises: never.
+    """
+    rows, vocab = x.shape
+    kk = min(kmax, vocab)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        m = x.max(axis=1, keepdims=True)  # [R, 1]
+        cands = _top_candidates(x, kk) if 0 < kk < vocab else None
+        z = x - m  # [R, V], a fresh array: exponentiated in place below
+        zc = [z[r, c] for r, c in enumerate(cands)] if cands is not None else None
+        chosen_z = z[np.arange(len(chosen_ids)), chosen_ids] if chosen_ids else None
+        lse = np.log(np.exp(z, out=z).sum(axis=1, keepdims=True))  # [R, 1]
+        chosen_lp = (chosen_z - lse[:, 0]).tolist() if chosen_ids else []
+        if not kk:
+            return chosen_lp, None, None
+        top_i: list[list[int]] = []
+        top_v: list[list[float]] = []
+        for r in range(rows):
+            ids = vals = None
+            if cands is not None and np.isfinite(m[r, 0]):
+                v = zc[r] - lse[r]  # the candidates' log-probabilities, [C], C > kk
+                order = np.lexsort((cands[r], -v))  # by value, descending; then by id
+                if v[order[kk]] < v[order[kk - 1]]:  # no tie at the cut
+                    ids, vals = cands[r][order[:kk]], v[order[:kk]]
+            if ids is None:  # the whole row
+                logp = (x[r] - m[r]) - lse[r]
+                part = np.argpartition(-logp, kk - 1)[:kk] if kk < vocab else np.arange(vocab)
+                vals = logp[part]
+                order = np.lexsort((part, -vals))
+                ids, vals = part[order], vals[order]
+            top_i.append(ids.tolist())
+            top_v.append(vals.tolist())
+    return chosen_lp, top_i, top_v
+
+
+def _top_candidates(x: np.ndarray, k: int) -> list[np.ndarray]:
+    """Per row of ``x`` ``[R, V]`` float32 (``0 < k < V``), in increasing order, the ids of
+    the entries at least as large as the ``k + 1``-th largest maximum of the row's blocks
+    (about ``4k`` blocks of equal width, the last one the rest).
+
+    So a row has more than ``k`` candidates, and every entry left out is smaller than all of
+    them: with ``f`` monotone, an entry beyond them has ``f`` at most the smallest
+    candidate's. Raises: never.
+    """
+    rows, vocab = x.shape
+    width = max(1, vocab // (4 * k))
+    whole = vocab // width * width
+    maxima = x[:, :whole].reshape(rows, -1, width).max(axis=2)  # [R, blocks >= 4k]
+    if whole < vocab:
+        maxima = np.concatenate([maxima, x[:, whole:].max(axis=1, keepdims=True)], axis=1)
+    n = maxima.shape[1]
+    cut = np.partition(maxima, n - k - 1, axis=1)[:, n - k - 1]  # [R]
+    return [np.flatnonzero(x[r] >= cut[r]) for r in range(rows)]

@@ -90,6 +90,12 @@ class RequestFactory:
         if isinstance(prompt, str):
             self._require_tokenizer("a text prompt")
             ids = self.tokenizer.encode(prompt, add_special_tokens=False)
+        elif type(prompt) is list and prompt and set(map(type, prompt)) == {int}:
+            # plain ints (the usual token-id prompt): checked by their extremes
+            ids = list(prompt)
+            vocab_size = self.vocab_size
+            if min(ids) < 0 or max(ids) >= vocab_size:
+                raise RequestError(f"prompt token ids must be in [0, {vocab_size})")
         elif (
             isinstance(prompt, (list, tuple))
             and prompt

@@ -13,6 +13,7 @@ token (which masking should make impossible) is failed alone.
 from __future__ import annotations
 
 import contextlib
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -199,7 +200,9 @@ def sample_step(
 
     Args:
         logits: ``[R, V]`` float32, an ``ndarray`` (the default CPU engine's: every step is
-            numpy then) or a tensor; row ``r`` belongs to ``reqs[r]``; modified in place.
+            numpy then) or a tensor; row ``r`` belongs to ``reqs[r]``; modified in place
+            (on the host, a greedy row picked among its allowed ids by
+            :func:`_greedy_picks` is left unmasked).
         reqs: the sampling requests.
         eos_ids: the model's EOS token ids.
         masks: grammar rows computed ahead (``StepMasks``, waited for): a request's row
@@ -226,6 +229,7 @@ def _sample_step(
         import torch
     apply_penalties_and_bias(logits, reqs)
     constrained = [r for r, req in enumerate(reqs) if req.matcher is not None]
+    picks: dict[int, int] = {}  # rows sampled under their mask without masking the row
     if constrained:
         words = -(-vocab_size // 32)
         # zeroed by numpy (calloc): torch.zeros fills it on its intra-op pool, whose wake-up
@@ -260,7 +264,12 @@ def _sample_step(
                 reqs[r].finish("error", f"grammar failed: {type(exc).__name__}: {exc}")
                 bitmask[row] = -1  # any token: the row's sample is discarded
         if host:
-            apply_token_bitmask_host(logits, bitmask, constrained)
+            picks = _greedy_picks(logits, bitmask, constrained, reqs)
+            rest = [row for row, r in enumerate(constrained) if r not in picks]
+            if len(rest) == len(constrained):
+                apply_token_bitmask_host(logits, bitmask, constrained)
+            elif rest:
+                apply_token_bitmask_host(logits, bitmask[rest], [constrained[i] for i in rest])
         else:
             from structgen.kernels.apply_token_bitmask import apply_token_bitmask
 
@@ -273,6 +282,8 @@ def _sample_step(
             if banned:
                 logits[r, list(banned)] = float("-inf")
     tokens = sample(logits, [r.params for r in reqs], [r.generator for r in reqs])
+    for r, tok in picks.items():
+        tokens[r] = tok
     lp_rows = [r for r, req in enumerate(reqs) if req.params.logprobs is not None]
     logprobs: list[dict[int, float] | None] = [None] * len(reqs)
     if lp_rows:
@@ -281,6 +292,55 @@ def _sample_step(
         for r, d in zip(lp_rows, dicts):
             logprobs[r] = d
     return tokens.tolist(), logprobs
+
+
+GREEDY_PICK_MAX_WORDS = 64
+"""A greedy row whose bitmask has at most this many non-zero words is picked among its
+allowed tokens (:func:`_greedy_picks`); a wider mask is applied to the row as before."""
+
+
+def _greedy_picks(
+    logits: np.ndarray, bitmask: np.ndarray, constrained: list[int], reqs: list[Request]
+) -> dict[int, int]:
+    """The tokens of the greedy rows that need no masked row: row ``constrained[i]`` of
+    ``logits`` ``[R, V]`` under ``bitmask[i]`` (int32 ``[len(constrained), W]``).
+
+    A row qualifies when its request is greedy, reports no logprobs and has no ``min_tokens``
+    ban left, and its mask has at most ``GREEDY_PICK_MAX_WORDS`` non-zero words; its token is
+    the first of its allowed ids with the largest logit, which is the masked row's first
+    maximum, when that logit is finite (otherwise the row is masked and sampled as before).
+    The rows picked are left unmasked in ``logits``.
+
+    Returns:
+        ``{row of logits: token id}``. Raises: never.
+    """
+    if sys.byteorder != "little":
+        return {}
+    vocab = logits.shape[1]
+    picks = {}
+    for i, r in enumerate(constrained):
+        p = reqs[r].params
+        if (
+            not p.is_greedy
+            or p.logprobs is not None
+            or len(reqs[r].output_token_ids) < p.min_tokens
+        ):
+            continue
+        words = np.flatnonzero(bitmask[i])  # [N] ids of non-zero words
+        if not words.size or words.size > GREEDY_PICK_MAX_WORDS:
+            continue
+        bits = np.unpackbits(bitmask[i, words].view(np.uint8), bitorder="little")  # [32N]
+        ids = (words[:, None] * 32 + _BIT).ravel()[bits.view(bool)]  # allowed, increasing
+        ids = ids[ids < vocab]
+        if ids.size:
+            vals = logits[r, ids]
+            best = int(vals.argmax())
+            if np.isfinite(vals[best]):
+                picks[r] = int(ids[best])
+    return picks
+
+
+_BIT = np.arange(32)
 
 
 def record_prompt_logprobs(req: Request, logits: np.ndarray | torch.Tensor, first_pos: int) -> None:

@@ -174,7 +174,8 @@ def extract(
         RequestError: a text is not a string, ``errors`` is neither ``"raise"`` nor
             ``"return"``, ``params`` is not a SamplingParams or asks for ``n`` > 1
             outputs (extract returns one object per text), or a switch (``copy``,
-            ``score_*``, ``evidence``, ``return_details``) is not a bool (or None).
+            ``score_*``, ``evidence``, ``return_details``) is not a bool (or None),
+            ``instructions`` is not a string (or None) or ``on_result`` is not callable.
     """
     if errors not in ("raise", "return"):
         raise RequestError(f"extract: errors must be 'raise' or 'return', got {errors!r}")
@@ -189,13 +190,19 @@ def extract(
     switches = {
         "copy": copy, "score_span_ends": score_span_ends, "score_options": score_options,
         "score_numbers": score_numbers, "evidence": evidence, "write_nulls": write_nulls,
-        "score_overlaps": score_overlaps,
+        "score_overlaps": score_overlaps, "score_array_ends": score_array_ends,
     }  # fmt: skip
     for name, value in switches.items():
         if value is not None and not isinstance(value, bool):
             raise RequestError(f"extract: {name} must be True, False or None, got {value!r}")
     if not isinstance(return_details, bool):
         raise RequestError(f"extract: return_details must be True or False, got {return_details!r}")
+    if instructions is not None and not isinstance(instructions, str):
+        raise RequestError(
+            f"extract: instructions must be a string (or None), got {type(instructions).__name__}"
+        )
+    if on_result is not None and not callable(on_result):
+        raise RequestError(f"extract: on_result must be callable, got {type(on_result).__name__}")
     single = isinstance(text, str)
     not_a_list = isinstance(text, (bytes, bytearray, dict)) or not isinstance(text, Iterable)
     if not single and not_a_list:

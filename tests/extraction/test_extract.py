@@ -169,9 +169,14 @@ def test_params_and_copy_of_the_wrong_type_are_request_errors(tiny_engine):
     for bad in ("no", 0, "false"):
         with pytest.raises(RequestError, match="copy must be True, False or None"):
             tiny_engine.extract(Person, "Ann, 3.", copy=bad)
-    for switch in ("score_options", "score_numbers", "evidence", "return_details"):
+    for switch in ("score_options", "score_numbers", "evidence", "return_details",
+                   "score_array_ends", "score_overlaps", "write_nulls"):  # fmt: skip
         with pytest.raises(RequestError, match=f"{switch} must be True(,| or) False"):
             tiny_engine.extract(Person, "Ann, 3.", **{switch: "no"})
+    with pytest.raises(RequestError, match="instructions must be a string .*got int"):
+        tiny_engine.extract(Person, "Ann, 3.", instructions=5)
+    with pytest.raises(RequestError, match="on_result must be callable, got list"):
+        tiny_engine.extract(Person, ["Ann, 3."], on_result=[])
 
 
 def test_ignored_keywords_warn_the_caller_once(tiny_engine):

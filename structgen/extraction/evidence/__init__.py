@@ -14,9 +14,10 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   ``,``, ``(``, ``)``, ``·``, ``|`` and line breaks, except a soft wrap: a line break
   between a letter or digit and a lowercase letter, as a hard-wrapped paragraph has,
   ``unwrapped``) with a negation (``no``, ``not``, ``without``, ``never``, ``none``,
-  ``non``, ``n't``, ``ex``, ``former``, ``quit``, "rather than", "other than", ...; not
-  "no." before digits or an identifier, "Claim no. 7781-0932", the abbreviation of
-  number) reads false, one without reads true; the field is true when some mention
+  ``non``, ``n't``, ``ex``, ``former``, ``quit``, ``declined``, ``refused``, "rather
+  than", "other than", ...; not "no." before digits or an identifier, "Claim no.
+  7781-0932", the abbreviation of number, nor "no" before "charge" or "cost", "included
+  at no charge", a price) reads false, one without reads true; the field is true when some mention
   reads true, false when every mention reads false.
   Unmentioned: the model's value stays. A field whose first name word is ``park`` is
   also mentioned by ``garage`` and ``carport`` (``_BOOLEAN_ALIASES``: "a double
@@ -152,16 +153,23 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   the cut ("Dr. Sato", "K.K. bills", "St. Louis" are no sentence end); a value ending
   with such a word and its full stop, where the text's sentence ends after it at every
   occurrence, loses the stop ("... with an empty table." -> "... with an empty table").
-* **date tail**: a free string value that runs on into a date it ends with, after
-  ``on``, ``at``, ``by``, ``from``, ``until``, ``since`` or a comma ("Toronto on Feb
-  21st", "Village Hall, 12 January 2026"), is cut before that word (``names.date_tail``).
+* **date tail**: a free string value that runs on into a date it ends with (a bracketed
+  note after it allowed), after ``on``, ``at``, ``by``, ``from``, ``until``, ``since``,
+  ``born``, ``dated`` or a comma (``born`` or ``dated`` after it allowed) ("Toronto on
+  Feb 21st", "Village Hall, 12 January 2026", "Ingrid Søndergaard, born 14/03/1951
+  (day/month/year)"), is cut before that word (``names.date_tail``).
+* **dangling end**: a free string value ending with an opening bracket and at most two
+  words ("Dev Anand Krishnan (booking") or with ``:``, ``,`` or ``;`` and then "The",
+  an article, "and", "or", "of" or "with" ("HIST 214: The") is cut before it
+  (``names.dangling_cut``).
 * **label word**: a free string value whose first word is a word of the field's name
   followed by a name ("Patient Øyvind Hansen" for ``patient_name``, "passenger Aisha"
   for ``passenger``) is the name, before the name-run rule reads it
   (``names.label_word_cut``).
 * **possessive**: a free string value that is a name of two to four capitalised words
   run on past its "'s" into lowercase words or digits ("Greg Hollis's 7-year-old
-  Labrador") is the name; "St Aidan's Academy" stays (``names.possessive_cut``).
+  Labrador") is the name; "St Aidan's Academy" stays, and so does a title field's value
+  ("Grandma Halina's potato soup", ``names.possessive_cut``).
 * **honorific**: a free string field whose value ends with "Mr.", "Mrs.", "Ms.", "Miss"
   or "Mx" and a name of capitalised words takes the name ("E-ticket for Mr. Dmitri
   Volkov" -> "Dmitri Volkov"); "Dr." stays ("Dr. Sato" is how a provider is named).
@@ -240,7 +248,11 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   one date or time written within two words after a run of words naming it, every word
   of the name but ``date``/``time``/``day`` ("Next meeting: 9 February 2026", "next
   service due 11.03.2027", "Doors open at 7 pm"; ``dates.named_date``); an ambiguous
-  numeric date, two values or a negated name leave it.
+  numeric date, two values or a negated name leave it. One the model filled with a
+  sibling's date or time takes the named one the same way ("Next meeting: 10 November
+  2026" for ``next_meeting`` holding the meeting's own ``date``, "Date of discharge:
+  11/19/2026" for ``discharge_date`` holding ``date_of_birth``; ``dates.renamed_date``);
+  a value no sibling holds stays.
 * **pattern shape**: a string field with a ``pattern`` (no ``format``; not a time) whose
   value holds a digit the text does not write (an invented DOI) takes the one chunk the
   text writes that the pattern accepts and no sibling holds; with none it is null, or
@@ -252,8 +264,8 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   apologies: D"), split at commas, "and" and "&" (``strings.label_list``).
 * **roles**: two free string fields whose names differ by a role word (``home_team`` /
   ``away_team``) exchange values when the text labels them the other way round ("Home:
-  Tampere Lynx", "Cardiff Wildcats (home)", the role word alone in its brackets) and
-  marks neither with its own role
+  Tampere Lynx", "Cardiff Wildcats (home)", "HireHub Tools Ltd (the company)", the role
+  word alone in its brackets, after an article or not) and marks neither with its own role
   (``roles.swapped_roles``).
 * **denied object**: a nullable object field whose name the text mentions only negated
   ("General admission standing ticket, no seat") is null.
@@ -278,8 +290,9 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   ``return_date``).
 * **stated order**: a ``format: date`` field holding one reading of an ambiguous numeric
   date (``03/02/2026``) the text writes with its order stated right after it ("(DD/MM/YYYY)",
-  "dd.mm.yyyy", "[MM/DD/YY]") takes the stated reading (``dates.stated_order``); runs
-  after the date order rule.
+  "dd.mm.yyyy", "[MM/DD/YY]"), or later in its sentence in letters or words ("04/05/2027
+  to 07/05/2027 (dates written day/month/year)", "(D/M/Y)", "(month first)"), takes the
+  stated reading (``dates.stated_order``); runs after the date order rule.
 * **date null**: a nullable string field without ``format`` or ``pattern``, its name
   nowhere in the text, whose value reads as a date or time (``fsm.dates``) that a
   sibling field holds is null (an appointment's ``location`` = "11 a.m.", the ``time``).
@@ -303,7 +316,11 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   an array of two free strings from the text's one run of three or more keyed values
   ("Mathematics: A; English: B+; Physics: A*", ``counted.pair_items``); an array of one
   free string from the text's one run of two or more quoted spans that holds the model's
-  strings ("'Dune'; 'Emma'", ``counted.quoted_items``).
+  strings ("'Dune'; 'Emma'", ``counted.quoted_items``); an array of measured goods (a
+  free string, a number and a ``unit`` field, a free string or an enum) from the text's
+  one longest list of two or more goods, each a quantity, a unit or none, and a name,
+  that holds a model item ("800 g tomatoes, 1 onion, 2 tbsp olive oil", "half a
+  teaspoon of baking powder": ``counted.unit_items``).
 
 A replacement is kept only when the object stays valid under the schema (``jsonschema``).
 The rules read the text only (no model call); ``extract(evidence=...)`` turns them on,
@@ -317,11 +334,13 @@ number, separator, repeat, range, amount, denied-number, denied-count and foreig
 numeral rules, ``strings.py`` the span-start, span-end, spaced identifier, label, string
 repeat, identifier, phone, phone fragment, e-mail shape, invented e-mail, URI shape,
 pattern shape and label list rules, ``roles.py`` the role rule, ``names.py`` the name-
-run, place-list, sibling-cut, sentence-cut, date-tail, label-word, possessive, honorific
-and appositive rules (where a copied name starts and ends), ``dates.py`` the date order,
-date null, named date and stated-order rules, ``contacts.py`` the contact rule,
-``nulls.py`` the null, identifier null and denied-array rules, and ``apply.py`` the
-driver, ``apply_evidence``, which this package re-exports.
+run, place-list, sibling-cut, sentence-cut, date-tail, dangling-end, label-word,
+possessive, honorific and appositive rules (where a copied name starts and ends),
+``dates.py`` the date order, date null, named date (and its renamed-date twin) and
+stated-order rules, ``contacts.py`` the contact rule, ``nulls.py`` the null, identifier
+null and denied-array rules, ``counted.py`` the arrays of counted goods, measurements,
+keyed values, quoted titles and measured goods, and ``apply.py`` the driver,
+``apply_evidence``, which this package re-exports.
 """
 
 from __future__ import annotations

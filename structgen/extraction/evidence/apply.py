@@ -22,14 +22,17 @@ import jsonschema
 from structgen.extraction.evidence.contacts import contact_object
 from structgen.extraction.evidence.counted import (
     counted_items,
+    dosed_items,
     measured_items,
     pair_items,
     quoted_items,
+    unit_items,
 )
 from structgen.extraction.evidence.dates import (
     dates_in_order,
     named_date,
     nested_dates_in_order,
+    renamed_date,
     stated_order,
 )
 from structgen.extraction.evidence.fields import field_kind, is_nullable, schema_accepts
@@ -37,6 +40,7 @@ from structgen.extraction.evidence.names import (
     after_honorific,
     appositive_role,
     capital_run,
+    dangling_cut,
     date_tail,
     label_word_cut,
     place_list,
@@ -218,8 +222,10 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
             if cut is not None:  # "Sparse retrieval at scale. Journal of ..."
                 node[name] = cut
                 changed.append(path + name)
-            cut = date_tail(schema, prop, node.get(name)) or possessive_cut(
-                schema, prop, node.get(name)
+            cut = (
+                date_tail(schema, prop, node.get(name))
+                or possessive_cut(schema, prop, node.get(name), name)
+                or dangling_cut(schema, prop, node.get(name))
             )
             if cut is not None:  # "Toronto on Feb 21st", "Greg Hollis's 7-year-old Labrador"
                 node[name] = cut
@@ -236,6 +242,7 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
                 capital_run(schema, sub, name, node, text)
                 or label_value(schema, sub, name, node, text)
                 or named_date(schema, sub, name, node, doc)
+                or renamed_date(schema, sub, name, node, doc)
                 or appositive_role(schema, sub, name, node, text)
                 or place_list(schema, sub, name, node, text)
             )
@@ -333,6 +340,10 @@ def _counted(schema: dict, text: str, value: dict, checker: Any) -> tuple[dict, 
             new = pair_items(schema, prop, text, current)
         if new is None:
             new = quoted_items(schema, prop, text, current)
+        if new is None:
+            new = unit_items(schema, prop, text, current)
+        if new is None:
+            new = dosed_items(schema, prop, text, current)
         if new is None or new == current:
             continue
         trial = dict(out)

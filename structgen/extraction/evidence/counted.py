@@ -49,7 +49,12 @@ import re
 from decimal import Decimal
 from typing import Any
 
-from structgen.extraction.evidence.fields import accepts_number, field_kind, free_string_schema
+from structgen.extraction.evidence.fields import (
+    accepts_number,
+    field_kind,
+    free_string_schema,
+    is_nullable,
+)
 from structgen.extraction.labels import amount_spans
 from structgen.extraction.refs import resolve as _resolve
 from structgen.fsm.numerals import numeral_spans
@@ -67,6 +72,12 @@ __all__ = [
     "pair_items",
     "quoted_runs",
     "quoted_items",
+    "unit_fields",
+    "measured_goods",
+    "unit_items",
+    "dosed_fields",
+    "dosed_goods",
+    "dosed_items",
 ]
 
 _COUNT_WORDS = ("quantity", "qty", "count")
@@ -582,4 +593,385 @@ def quoted_items(root: Any, array: Any, text: str, current: list) -> list[dict] 
         else:
             item = {key: span, **shared}
             out.append({k: item[k] for k in items["properties"] if k in item})
+    return out
+
+
+# the written forms of the units a list of measured goods uses, by a short name: a
+# unit token of the text is one of these (case-folded), or one of an enum's options
+_UNIT_FORMS = {
+    "g": ("g", "gram", "grams", "gr"),
+    "kg": ("kg", "kilo", "kilos", "kilogram", "kilograms"),
+    "mg": ("mg", "milligram", "milligrams"),
+    "mcg": ("mcg", "µg", "microgram", "micrograms"),
+    "ml": ("ml", "millilitre", "millilitres", "milliliter", "milliliters"),
+    "l": ("l", "litre", "litres", "liter", "liters"),
+    "tsp": ("tsp", "teaspoon", "teaspoons"),
+    "tbsp": ("tbsp", "tablespoon", "tablespoons"),
+    "cup": ("cup", "cups"),
+    "clove": ("clove", "cloves"),
+    "pinch": ("pinch", "pinches"),
+    "oz": ("oz", "ounce", "ounces"),
+    "lb": ("lb", "lbs", "pound", "pounds"),
+}
+_UNIT_OF = {form: short for short, forms in _UNIT_FORMS.items() for form in forms}
+# fractions a list of measured goods writes in words or one character
+_FRACTIONS = re.compile(r"(?<![\w])(?:(half)[ \t]+an?|([½¼¾]))(?![\w])", re.IGNORECASE)
+_FRACTION_VALUE = {
+    "half": Decimal("0.5"),
+    "½": Decimal("0.5"),
+    "¼": Decimal("0.25"),
+    "¾": Decimal("0.75"),
+}
+_AND_A_HALF = re.compile(r"[ \t]+and[ \t]+a[ \t]+half(?![\w])", re.IGNORECASE)
+_UNIT_TOKEN = re.compile(r"[ \t]*([^\W\d_]+|µg)\.?(?![\w])")
+_OF = re.compile(r"[ \t]+of(?=[ \t])", re.IGNORECASE)
+_NAME_TOKEN = re.compile(r"[ \t]+([^\W\d_][\w'’-]*)")
+_MAX_GOOD_WORDS = 4
+# between two goods of one list: a separator, after a short note on the first one
+# ("2 lemons, zested; 200 g ground almonds")
+_GOODS_JOINER = re.compile(
+    r"[ \t]*(?:,[ \t]*[^\W\d_]+(?:[ \t]+[^\W\d_]+)?[ \t]*)?(?:,[ \t]*and|[,;&]|and)[ \t]*",
+    re.IGNORECASE,
+)
+
+
+def unit_fields(root: Any, items: Any) -> tuple[str, str, str] | None:
+    """``(name, quantity, unit)`` field names of an array's item schema when it is a
+    measured good: exactly three properties, one free string (what is measured out),
+    one number and one field named ``unit`` / ``units`` that is a free string or an enum
+    of strings (either may allow null). None for any other shape.
+    """
+    items = _resolve(root, items)
+    if not isinstance(items, dict) or not isinstance(items.get("properties"), dict):
+        return None
+    props = items["properties"]
+    if len(props) != 3:
+        return None
+    name = quantity = unit = None
+    for key, prop in props.items():
+        kind, _ = field_kind(root, prop)
+        if key.lower() in _UNIT_NAMES and (
+            kind == "enum" or free_string_schema(root, prop) is not None
+        ):
+            unit = key
+        elif kind == "number":
+            quantity = key
+        elif free_string_schema(root, prop) is not None:
+            name = key
+    if name is None or quantity is None or unit is None:
+        return None
+    return name, quantity, unit
+
+
+def measured_goods(text: str) -> list[tuple[int, int, Decimal, str | None, str]]:
+    """The measured goods a text writes: a positive numeral that starts a word and is no
+    price ("1.5", "three", "two and a half", "half a", "½"), then optionally a unit
+    (``_UNIT_FORMS``, glued or not: "200g", "3 tbsp", "1 l of"), then one to
+    ``_MAX_GOOD_WORDS`` words up to a punctuation mark, a stop word or a numeral ("800 g
+    tomatoes", "2 egg whites", "4 cloves garlic", "half a teaspoon of baking powder").
+
+    Returns:
+        ``(start, end, quantity, unit as written or None, name)`` per good, in text order.
+    """
+    amounts = amount_spans(text)
+    numerals = [(a, b, v[0]) for a, b, v in numeral_spans(text) if v and v[0] > 0]
+    numerals += [
+        (m.start(), m.end(), _FRACTION_VALUE[(m[1] or m[2]).lower()])
+        for m in _FRACTIONS.finditer(text)
+    ]
+    found = []
+    for start, end, quantity in sorted(numerals):
+        if start > 0 and not (text[start - 1].isspace() or text[start - 1] in "(:;,"):
+            continue  # part of a code: "SKU-4471", "T4"
+        if any(a <= start < b for a, b, _ in amounts):
+            continue  # a price
+        half = _AND_A_HALF.match(text, end)
+        if half is not None:
+            quantity, end = quantity + Decimal("0.5"), half.end()
+        at, unit = end, None
+        token = _UNIT_TOKEN.match(text, at)
+        if token is not None and token.group(1).casefold() in _UNIT_OF:
+            unit, at = token.group(1), token.end()
+            of = _OF.match(text, at)
+            at = of.end() if of is not None else at
+        elif end < len(text) and not text[end].isspace():
+            continue  # "3/4", "12kg" of no known unit
+        words: list[str] = []
+        while len(words) < _MAX_GOOD_WORDS:
+            word = _NAME_TOKEN.match(text, at)
+            if word is None or word.group(1).lower() in _STOP:
+                break
+            words.append(word.group(1))
+            at = word.end()
+        if not words:
+            continue
+        found.append((start, at, quantity, unit, " ".join(words)))
+    return found
+
+
+def _goods_runs(text: str, goods: list) -> list[list]:
+    """The runs of two or more goods a list joins (``_GOODS_JOINER`` between each good
+    and the next), in text order.
+    """
+    runs: list[list] = []
+    run: list = []
+    for good in goods:
+        if run and _GOODS_JOINER.fullmatch(text[run[-1][1] : good[0]]):
+            run.append(good)
+            continue
+        if len(run) >= 2:
+            runs.append(run)
+        run = [good]
+    if len(run) >= 2:
+        runs.append(run)
+    return runs
+
+
+def _anchors(good: tuple, item: Any, name: str, quantity: str, unit: str) -> bool:
+    """Whether a model item is this good of the text: its name inside the good's or the
+    good's inside its (case-folded), or its quantity and unit the good's ("150", "g").
+    """
+    if not isinstance(item, dict):
+        return False
+    _, _, amount, written, good_name = good
+    held = item.get(name)
+    if isinstance(held, str) and held.strip():
+        a, b = held.casefold(), good_name.casefold()
+        if a in b or b in a:
+            return True
+    count, held_unit = item.get(quantity), item.get(unit)
+    if isinstance(count, bool) or not isinstance(count, (int, float)) or written is None:
+        return False
+    same_unit = isinstance(held_unit, str) and _UNIT_OF.get(held_unit.casefold()) == _UNIT_OF.get(
+        written.casefold()
+    )
+    return same_unit and Decimal(str(count)) == amount
+
+
+def unit_items(root: Any, array: Any, text: str, current: list) -> list[dict] | None:
+    """The items of an array of measured goods (``unit_fields``: a name, a quantity and
+    a unit) as the text's longest list of measured goods writes them
+    (``measured_goods``, joined by ``_GOODS_JOINER``), or None: the items are not of that
+    shape, the text has no such list, two lists are longest, no good of the list is a
+    model item (``_anchors``: its name, case-folded, one inside the other, or its
+    quantity and unit), or a value does not fit
+    (a unit the enum has no option for, a good without a unit where the unit is not
+    nullable, a quantity the schema refuses).
+
+    Args:
+        root: the whole schema (``$ref`` resolution).
+        array: the array property's subschema.
+        text: the document.
+        current: the array's items as extracted (model order).
+
+    Returns:
+        A new list of item dicts, in text order, or None. Raises: never.
+    """
+    array = _resolve(root, array)
+    if not isinstance(array, dict):
+        return None
+    items = _resolve(root, array.get("items"))
+    fields = unit_fields(root, items)
+    if fields is None:
+        return None
+    name, quantity, unit = fields
+    runs = _goods_runs(text, measured_goods(text))
+    if not runs:
+        return None
+    longest = max(len(r) for r in runs)
+    runs = [r for r in runs if len(r) == longest]
+    if len(runs) != 1:
+        return None
+    goods = runs[0]
+    if not any(_anchors(good, i, name, quantity, unit) for good in goods for i in current):
+        return None
+    props = items["properties"]
+    _, q_branch = field_kind(root, props[quantity])
+    unit_sub = _resolve(root, props[unit])
+    options = [o for o in unit_sub.get("enum", ()) if isinstance(o, str)]
+    out = []
+    for _, _, amount, written, good in goods:
+        if not accepts_number(q_branch, amount):
+            return None
+        if written is None:
+            if not is_nullable(root, props[unit]):
+                return None
+            value = None
+        elif options:
+            short = _UNIT_OF[written.casefold()]
+            fits = [o for o in options if _UNIT_OF.get(o.casefold()) == short]
+            if len(fits) != 1:
+                return None
+            value = fits[0]
+        else:
+            value = written
+        item = {name: good, quantity: _number(amount), unit: value}
+        out.append({k: item[k] for k in props})
+    return out
+
+
+# how a text writes each schedule option (by the option's words, ``_`` as a space) of
+# a list of dosed goods besides the option's own words
+_SCHEDULE_PHRASES = {
+    "once daily": (
+        "once a day",
+        "once daily",
+        "every morning",
+        "every evening",
+        "every night",
+        "each morning",
+        "each evening",
+        "each night",
+        "at night",
+        "at bedtime",
+        "in the morning",
+        "in the evening",
+    ),
+    "twice daily": ("twice a day", "two times a day", "morning and evening"),
+    "three times daily": ("three times a day", "3 times a day", "three times daily"),
+    "four times daily": ("four times a day", "4 times a day"),
+    "as needed": ("when needed", "if needed", "as required", "when required", "as needed"),
+    "weekly": ("once a week", "every week", "each week"),
+    "monthly": ("once a month", "every month", "each month"),
+}
+_DOSE_NAME = re.compile(r"([^\W\d_][\w'’-]*(?:[ \t]+[^\W\d_][\w'’-]*){0,2})[ \t]+\Z")
+
+
+def dosed_fields(root: Any, items: Any) -> tuple[str, str, str, str] | None:
+    """``(name, dose, unit, schedule)`` field names of an array's item schema when it is
+    a dosed good: exactly four properties, one free string (what is dosed), one number,
+    one field named ``unit`` / ``units`` that is an enum or a free string, and one enum
+    (how often). None for any other shape, and for a measurement (``measured_fields``).
+    """
+    items = _resolve(root, items)
+    if not isinstance(items, dict) or not isinstance(items.get("properties"), dict):
+        return None
+    props = items["properties"]
+    if len(props) != 4 or measured_fields(root, items) is not None:
+        return None
+    name = dose = unit = schedule = None
+    for key, prop in props.items():
+        kind, _ = field_kind(root, prop)
+        if key.lower() in _UNIT_NAMES and (
+            kind == "enum" or free_string_schema(root, prop) is not None
+        ):
+            unit = key
+        elif kind == "number":
+            dose = key
+        elif kind == "enum":
+            schedule = key
+        elif free_string_schema(root, prop) is not None:
+            name = key
+    if None in (name, dose, unit, schedule):
+        return None
+    return name, dose, unit, schedule  # type: ignore[return-value]
+
+
+def dosed_goods(text: str) -> list[tuple[int, int, str, Decimal, str]]:
+    """The dosed goods a text writes: one to three words (a name: no stop word, after a
+    punctuation mark, a stop word or the text's start) right before a positive numeral,
+    then a unit (``_UNIT_FORMS``): "bisoprolol 5 mg", "alendronic acid 70 mg",
+    "prednisolone forty milligrams".
+
+    Returns:
+        ``(start, end, name, dose, unit as written)`` per good, in text order; ``start``
+        the name's first character, ``end`` the unit's last.
+    """
+    found = []
+    for start, end, values in numeral_spans(text):
+        if not values or values[0] <= 0:
+            continue
+        token = _UNIT_TOKEN.match(text, end)
+        if token is None or token.group(1).casefold() not in _UNIT_OF:
+            continue
+        head = _DOSE_NAME.search(text, 0, start)
+        if head is None:
+            continue
+        words = head.group(1).split()
+        while words and words[0].lower() in _STOP:
+            words.pop(0)
+        if not words or any(w.lower() in _STOP for w in words):
+            continue
+        name_start = start - len(head.group(0)) + head.group(0).find(words[0])
+        found.append((name_start, token.end(), " ".join(words), values[0], token.group(1)))
+    return found
+
+
+def _schedules(clause: str, options: list[str]) -> set[str]:
+    """The options of a schedule enum a clause writes (``_SCHEDULE_PHRASES``, or the
+    option's own words), a phrase inside a longer phrase found not counted.
+    """
+    low = " " + re.sub(r"\s+", " ", clause.casefold()) + " "
+    hits = []
+    for o in options:
+        own = o.replace("_", " ").casefold()
+        for phrase in {own, *_SCHEDULE_PHRASES.get(own, ())}:
+            for m in re.finditer(r"(?<![\w])" + re.escape(phrase) + r"(?![\w])", low):
+                hits.append((m.start(), m.end(), o))
+    kept = [
+        h
+        for h in hits
+        if not any(a <= h[0] and h[1] <= b and b - a > h[1] - h[0] for a, b, _ in hits)
+    ]
+    return {o for _, _, o in kept}
+
+
+def dosed_items(root: Any, array: Any, text: str, current: list) -> list[dict] | None:
+    """The items of an array of dosed goods (``dosed_fields``: a name, a dose, a unit and
+    a schedule enum) as the text writes them (``dosed_goods``), each good's schedule the
+    one option its clause writes (from the good to the next one or the sentence's end:
+    "once a day", "when needed", ``_SCHEDULE_PHRASES``), or None: the items are not of
+    that shape, the text writes no good, a good's clause writes no option or two, a
+    unit has no option, no good is a model item (its name, case-folded, one inside the
+    other), or a dose does not fit.
+
+    Args:
+        root: the whole schema (``$ref`` resolution).
+        array: the array property's subschema.
+        text: the document.
+        current: the array's items as extracted (model order).
+
+    Returns:
+        A new list of item dicts, in text order, or None. Raises: never.
+    """
+    array = _resolve(root, array)
+    if not isinstance(array, dict):
+        return None
+    items = _resolve(root, array.get("items"))
+    fields = dosed_fields(root, items)
+    if fields is None:
+        return None
+    name, dose, unit, schedule = fields
+    goods = dosed_goods(text)
+    held = [i.get(name) for i in current if isinstance(i, dict)]
+    held = [h.casefold() for h in held if isinstance(h, str) and h.strip()]
+    if not goods or not any(
+        h in g[2].casefold() or g[2].casefold() in h for h in held for g in goods
+    ):
+        return None
+    props = items["properties"]
+    _, dose_branch = field_kind(root, props[dose])
+    unit_options = [o for o in _resolve(root, props[unit]).get("enum", ()) if isinstance(o, str)]
+    _, schedule_branch = field_kind(root, props[schedule])
+    options = [o for o in schedule_branch["enum"] if isinstance(o, str)]
+    out = []
+    for i, (_, end, good, amount, written) in enumerate(goods):
+        limit = goods[i + 1][0] if i + 1 < len(goods) else len(text)
+        stop = re.search(r"[.!?](?:\s|$)", text[end:limit])
+        found = _schedules(text[end : end + stop.start() if stop else limit], options)
+        if len(found) != 1 or not accepts_number(dose_branch, amount):
+            return None
+        if unit_options:
+            fits = [
+                o
+                for o in unit_options
+                if _UNIT_OF.get(o.casefold()) == _UNIT_OF[written.casefold()]
+            ]
+            if len(fits) != 1:
+                return None
+            value = fits[0]
+        else:
+            value = written
+        item = {name: good, dose: _number(amount), unit: value, schedule: found.pop()}
+        out.append({k: item[k] for k in props})
     return out

@@ -43,6 +43,14 @@ _GAP_NAMED = 2
 # the order a text states right after it: "(DD/MM/YYYY)", "dd.mm.yyyy", "[MM/DD/YY]"
 _AMBIGUOUS_DATE = re.compile(r"(?<![\d./-])(\d{1,2})([/.-])(\d{1,2})\2(\d{4})(?![\d/-])")
 _STATED_ORDER = re.compile(r"[ \t]*[(\[]?[ \t]*(dd|mm)[/.-](dd|mm)[/.-]yy(?:yy)?(?![a-z])", re.I)
+# the order stated later in the date's sentence, in letters or words: "(D/M/Y)",
+# "(dates written day/month/year)", "(day first)", "(month first)"
+_STATED_LATER = re.compile(
+    r"(?<![a-z])(?:(dd?|mm?|day|month)[/.-](dd?|mm?|day|month)[/.-](?:yy(?:yy)?|y|year)"
+    r"|(day|month)[ \t]+first)(?![a-z])",
+    re.I,
+)
+_SENTENCE_END = re.compile(r"[.!?](?:\s|$)")
 
 
 def _iso(year: int, month: int, day: int) -> str | None:
@@ -62,17 +70,36 @@ def stated_order(root: Any, prop: Any, value: Any, text: str) -> str | None:
     if not isinstance(value, str) or not _is_date_field(root, prop):
         return None
     for m in _AMBIGUOUS_DATE.finditer(text):
-        order = _STATED_ORDER.match(text, m.end())
-        if order is None or order[1].lower() == order[2].lower():
+        first = _stated_first(text, m.end())
+        if first is None:
             continue
         a, b, year = int(m[1]), int(m[3]), int(m[4])
         month_first, day_first = _iso(year, a, b), _iso(year, b, a)
-        stated, other = (
-            (day_first, month_first) if order[1].lower() == "dd" else (month_first, day_first)
-        )
+        stated, other = (day_first, month_first) if first == "d" else (month_first, day_first)
         if stated is not None and value == other != stated:
             return stated
     return None
+
+
+def _stated_first(text: str, at: int) -> str | None:
+    """``"d"`` (day first) or ``"m"`` (month first): the order the text states for a
+    numeric date ending at ``at``, right after it ("(DD/MM/YYYY)") or later in its
+    sentence in letters or words ("04/05/2027 to 07/05/2027 (dates written
+    day/month/year)", "(D/M/Y)", "(month first)"); None where it states none, or
+    states both or neither part first ("dd/dd/yyyy").
+    """
+    order = _STATED_ORDER.match(text, at)
+    if order is not None:
+        a, b = order[1].lower(), order[2].lower()
+        return a[0] if a != b else None
+    end = _SENTENCE_END.search(text, at)
+    later = _STATED_LATER.search(text, at, end.start() if end is not None else len(text))
+    if later is None:
+        return None
+    if later[3] is not None:
+        return later[3][0].lower()
+    a, b = later[1].lower()[0], later[2].lower()[0]
+    return a if a != b else None
 
 
 def _is_date_field(root: Any, prop: Any) -> bool:
@@ -190,6 +217,39 @@ def named_date(root: Any, sub: dict, name: str, node: dict, doc: TextWords) -> s
         return None
     if name not in node and name in (sub.get("required") or ()):
         return None
+    return _named_value(root, prop, name, doc)
+
+
+def renamed_date(root: Any, sub: dict, name: str, node: dict, doc: TextWords) -> str | None:
+    """The named date rule for a date or time field the model filled with a sibling's
+    value: the one date or time the text writes right after a run of words naming the
+    field (as ``named_date`` reads it), where the field holds a different one that a
+    sibling field holds too ("Next meeting: 10 November 2026" for ``next_meeting``
+    holding the meeting's own ``date``; "Date of discharge: 11/19/2026" for
+    ``discharge_date`` holding the ``date_of_birth``). None (no change) where the field
+    is null or left out, holds a value no sibling holds (the model's own reading stays),
+    the text names no single value, or the field holds it already.
+    """
+    props = sub.get("properties") or {}
+    prop = _resolve(root, props.get(name))
+    current = node.get(name)
+    if not isinstance(prop, dict) or not isinstance(current, str):
+        return None
+    if not any(k != name and node.get(k) == current for k in props):
+        return None  # a date no sibling holds: the model's reading stays
+    found = _named_value(root, prop, name, doc)
+    if found is None or found == current:
+        return None
+    if not _is_date_field(root, prop) and current[:5] == found:
+        return None  # "18:30:00" holds the time "18:30"
+    return found
+
+
+def _named_value(root: Any, prop: dict, name: str, doc: TextWords) -> str | None:
+    """The one date or time the text writes within ``_GAP_NAMED`` words after a run of
+    words naming field ``name`` (``named_date``), accepted by ``prop``; None where there
+    is no such run, two different values or an ambiguous numeric date.
+    """
     is_date = _is_date_field(root, prop)
     if not is_date and not time_field(root, prop):
         return None

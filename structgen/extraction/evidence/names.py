@@ -77,7 +77,11 @@ _TRAILING = " \t\n,.;:|·-–—(/"
 _POSSESSIVE = re.compile(r"((?:[^\W\d_][\w-]*)(?: [^\W\d_][\w-]*){1,3})['’]s +(?=[a-z0-9])")
 
 # what joins a name to a date it runs on into ("Toronto on Feb 21st", "Hall, 12 January")
-_DATE_TAIL_JOIN = re.compile(r"(?:,|\s(?:on|at|by|from|until|since))\s*\Z", re.IGNORECASE)
+_DATE_TAIL_JOIN = re.compile(
+    r"(?:,(?:\s*(?:born|dated))?|\s(?:on|at|by|from|until|since|born|dated))\s*\Z", re.IGNORECASE
+)
+# a bracketed note ending a value, after its date: "14/03/1951 (day/month/year)"
+_BRACKET_NOTE = re.compile(r"\s*[(\[][^()\[\]]*[)\]]\s*\Z")
 
 
 def _word_spans(value: str, text: str) -> list[tuple[int, int]]:
@@ -185,13 +189,17 @@ def sentence_cut(root: Any, prop: Any, value: Any, text: str) -> str | None:
 
 def date_tail(root: Any, prop: Any, value: Any) -> str | None:
     """The date-tail rule of the package docstring: a free string value that runs on
-    into a date it ends with, after ``on``, ``at``, ``by``, ``from``, ``until``,
-    ``since`` or a comma ("Toronto on Feb 21st", "Village Hall, 12 January 2026"), is cut
+    into a date it ends with (or ends with and a bracketed note: "14/03/1951
+    (day/month/year)"), after ``on``, ``at``, ``by``, ``from``, ``until``, ``since``,
+    ``born``, ``dated`` or a comma, ``born`` or ``dated`` after it ("Toronto on Feb 21st",
+    "Village Hall, 12 January 2026", "Ingrid Søndergaard, born 14/03/1951"), is cut
     before that word (``fsm.dates.date_spans`` reads the date); else None (no change).
     """
     if not isinstance(value, str) or free_string_schema(root, prop) is None:
         return None
-    tail = [span for span in date_spans(value) if span[1] == len(value.rstrip(" .,"))]
+    note = _BRACKET_NOTE.search(value)
+    body = value[: note.start()] if note is not None else value
+    tail = [span for span in date_spans(value) if span[1] == len(body.rstrip(" .,"))]
     if not tail:
         return None
     head = _DATE_TAIL_JOIN.search(value[: tail[0][0]])
@@ -203,14 +211,49 @@ def date_tail(root: Any, prop: Any, value: Any) -> str | None:
     return new if schema_accepts(root, _resolve(root, prop), new) else None
 
 
-def possessive_cut(root: Any, prop: Any, value: Any) -> str | None:
+# the end of a value cut off inside the text's next phrase: an opening bracket and at most
+# two words with no closing one ("Dev Anand Krishnan (booking"), or a ``:``, ``,`` or
+# ``;`` and an article, "and", "or", "of" or "with" ("HIST 214: The"; lowercase but for
+# "The", so "Portland, OR" and "Vitamin A" stay; "Nimbus the" is the name-run rule's)
+_OPEN_BRACKET_END = re.compile(r"\s*[(\[][^()\[\]]*\Z")
+_FUNCTION_END = re.compile(r"[,:;]\s*(?:[Tt]he|an?|and|or|of|with)\s*\Z")
+
+
+def dangling_cut(root: Any, prop: Any, value: Any) -> str | None:
+    """The dangling-end rule of the package docstring: a free string value that ends
+    inside the text's next phrase, with an opening bracket and at most two words after
+    it and no closing one ("Trip plan for Dev Anand Krishnan (booking"), or with a
+    ``:``, ``,`` or ``;`` and then an article, "and", "or", "of" or "with" as its last
+    word ("HIST 214: The"), is cut before it (and the punctuation before that); else
+    None (no change).
+    """
+    if not isinstance(value, str) or free_string_schema(root, prop) is None:
+        return None
+    m = _OPEN_BRACKET_END.search(value)
+    if m is not None and len(value[m.end() - len(m.group().lstrip(" ([")) :].split()) <= 2:
+        cut = m.start()
+    else:
+        m = _FUNCTION_END.search(value)
+        if m is None:
+            return None
+        cut = m.start()
+    new = value[:cut].rstrip(_TRAILING)
+    if not any(c.isalnum() for c in new):
+        return None
+    return new if schema_accepts(root, _resolve(root, prop), new) else None
+
+
+def possessive_cut(root: Any, prop: Any, value: Any, name: str = "") -> str | None:
     """The possessive rule of the package docstring: a free string value that is a name
     (two to four capitalised words, ``is_name_word``) run on past its "'s" into
     lowercase words or digits ("Greg Hollis's 7-year-old Labrador") is that name; a
     possessive before a capitalised word is part of a name ("St Aidan's Academy") and
-    stays. Else None (no change).
+    stays, and so does the value of a field named for a title (a word ``title`` in
+    ``name``: "Grandma Halina's potato soup" is a recipe's title). Else None (no change).
     """
     if not isinstance(value, str) or free_string_schema(root, prop) is None:
+        return None
+    if "title" in (w.lower() for w in re.split(r"[_\W]+|(?<=[a-z])(?=[A-Z])", name)):
         return None
     m = _POSSESSIVE.match(value)
     if m is None or not all(is_name_word(w) for w in m.group(1).split()):

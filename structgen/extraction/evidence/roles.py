@@ -15,6 +15,9 @@ from structgen.extraction.evidence.text import TextWords, name_stems, stems_matc
 # a role word as a label before a value ("Home: ") and in brackets after it (" (home)")
 _LABEL_GAP = re.compile(r"[ \t]*:[ \t]*")
 _BRACKET_GAP = re.compile(r"[ \t]*[(\[][ \t]*")
+_ARTICLES = frozenset(("the", "a", "an"))  # "(the company)": the role word after it
+# a role word, one of these and the value: "discharging at Antwerp", "loading in Santos"
+_PLACE_PREPOSITIONS = frozenset(("at", "in", "from", "into"))
 _BRACKET_END = re.compile(r"[ \t]*[)\]]")  # the role word alone in its brackets
 
 
@@ -23,8 +26,11 @@ def swapped_roles(root: Any, sub: dict, node: dict, doc: TextWords) -> dict[str,
     free string fields of one object (schema order) whose names' stems differ (each has
     a stem the other lacks: its role) and whose values, both written in the text, the
     text marks the other way round: a role stem of the other field labels a value (the
-    word right before it, then ``:``: "Home: Tampere Lynx") or follows it alone in
-    brackets ("Cardiff Wildcats (home)"; not "Mei Tanaka (card no. LB-440918)"), and no
+    word right before it, then ``:``: "Home: Tampere Lynx"; or before ``at``, ``in``,
+    ``from`` or ``into`` and the value, the word's stem the role's own: "discharging at
+    Antwerp", not "membership at" for ``member``) or follows it alone in
+    brackets, after an article or not ("Cardiff Wildcats (home)", "HireHub Tools Ltd (the
+    company)"; not "Mei Tanaka (card no. LB-440918)"), and no
     value is marked with its own field's role. The two values are exchanged; a pair the
     text does not mark, or marks both ways, is left.
     """
@@ -63,13 +69,24 @@ def _marked(doc: TextWords, value: str, roles: list[str]) -> bool:
         near = []
         if first > 0 and _LABEL_GAP.fullmatch(text[words[first - 1][2] : start]):
             near.append(first - 1)
+        role = last + 1
+        if role + 1 < len(words) and doc.raw[role] in _ARTICLES:
+            role += 1  # "HireHub Tools Ltd (the company)"
         if (
-            last + 1 < len(words)
+            role < len(words)
             and _BRACKET_GAP.fullmatch(text[end : words[last + 1][1]])
-            and _BRACKET_END.match(text, words[last + 1][2])
+            and (role == last + 1 or text[words[last + 1][2] : words[role][1]].strip() == "")
+            and _BRACKET_END.match(text, words[role][2])
         ):
-            near.append(last + 1)  # "(home)"; not "Mei Tanaka (card no. LB-440918)"
+            near.append(role)  # "(home)"; not "Mei Tanaka (card no. LB-440918)"
         if any(stems_match(words[k][0], r) for k in near for r in roles):
             return True
+        if (
+            first > 1
+            and doc.raw[first - 1] in _PLACE_PREPOSITIONS
+            and text[words[first - 2][2] : start].split() == [doc.raw[first - 1]]
+            and words[first - 2][0] in roles
+        ):
+            return True  # "discharging at Antwerp"; the stem itself, not "membership at"
         start = text.find(value, start + 1)
     return False

@@ -514,9 +514,13 @@ def pattern_shape(root: Any, sub: dict, name: str, node: dict, doc: TextWords) -
 # "Label: a, b and c" up to the sentence's end (a list's items hold no "." nor ";")
 _LIST_LABEL = re.compile(
     r"(?:\A|[|;·\n]|[.!?] )[ \t]*([^\W\d_][^\W\d_ ]*(?: [^\W\d_]+){0,2}):[ \t]+"
-    r"([^|;·\n.:]*[^\W_])[ \t]*(?=\Z|[|;·\n]|[.!?](?:\s|\Z))"
+    r"([^|;·\n.:]*[^\W_]\)?)[ \t]*(?=\Z|[|;·\n]|[.!?](?:\s|\Z))"
 )
 _LIST_SPLIT = re.compile(r"\s*,\s*(?:and\s+)?|\s+and\s+|\s*&\s*")
+
+
+# a bracketed note ending a listed item: "Bronwen Lewis (unwell)"
+_ITEM_NOTE = re.compile(r"\s*\([^()]*\)\s*\Z")
 
 
 def label_list(root: Any, sub: dict, name: str, node: dict, text: str) -> list[str] | None:
@@ -524,7 +528,8 @@ def label_list(root: Any, sub: dict, name: str, node: dict, text: str) -> list[s
     items of the one list the text writes after a label naming the field ("Attending: Åsa
     Lindqvist, Henrik Berg and Yusuf Demir.", "Absent with apologies: Marco Rossi"): the
     label's last word is a word of the field's name (as stems) and of no sibling's, the
-    list runs to the sentence's end, split at commas, "and" and "&". None (no change)
+    list runs to the sentence's end, split at commas, "and" and "&", each item without a
+    bracketed note after it ("Bronwen Lewis (unwell)": "Bronwen Lewis"). None (no change)
     when no such label or two, a list the schema rejects (``maxItems``, the items'
     bounds), or the items the field holds already (in any order).
     """
@@ -542,7 +547,8 @@ def label_list(root: Any, sub: dict, name: str, node: dict, text: str) -> list[s
             continue
         if any(k != name and any(stems_match(words[-1], s) for s in name_stems(k)) for k in props):
             continue
-        items = tuple(p for p in _LIST_SPLIT.split(m.group(2).strip()) if p)
+        parts = (_ITEM_NOTE.sub("", p) for p in _LIST_SPLIT.split(m.group(2).strip()))
+        items = tuple(p for p in parts if p)  # "Bronwen Lewis (unwell)": the name
         if items and not _denial(items[0]):
             found.add(items)
     if len(found) != 1:

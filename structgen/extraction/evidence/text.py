@@ -20,8 +20,12 @@ _GENERIC = frozenset(
 
 _NEGATIONS = frozenset(
     "no not without never none non nothing neither nor cannot cant isnt doesnt dont "
-    "wont wasnt arent excluded excluding ex former quit stopped".split()
+    "wont wasnt arent excluded excluding ex former quit stopped declined declines refused".split()
 )
+
+# "no" before these (after at most one word) says what something costs, not that it is
+# absent: "included at no charge", "at no extra cost"
+_PRICE_NOUNS = frozenset(("charge", "cost"))
 
 
 # "no." as the abbreviation of "number": before digits, "#" or an identifier's upper-case
@@ -185,11 +189,13 @@ class TextWords:
     def is_negation(self, j: int) -> bool:
         """Whether word ``j`` is a negation (``_NEGATIONS``, ``...n't``, the ``t`` of
         ``don't`` as the word split leaves it; not "no." before a number or identifier,
-        ``_NUMBER_ABBREVIATION``).
+        ``_NUMBER_ABBREVIATION``, nor "no" before "charge" or "cost", ``_PRICE_NOUNS``).
         """
         raw, start, end = self.raw[j], self.words[j][1], self.words[j][2]
         if raw == "no" and _NUMBER_ABBREVIATION.match(self.text, end):
             return False  # "Claim no. 7781-0932": number
+        if raw == "no" and _PRICE_NOUNS.intersection(self.raw[j + 1 : j + 3]):
+            return False  # "included at no charge": a price
         if raw == "than" and j > 0 and self.raw[j - 1] in ("rather", "other"):
             return True  # "major rather than a blocker"
         return (

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..env import read as read_setting
 from ..errors import (
@@ -27,10 +27,12 @@ from ..errors import (
 )
 from ..lru import LRUCache
 from .base import BaseCompiledGrammar
+from .grammar.schema_rules import SchemaRules, compile_schema_rules
 from .index import masks, trie
 from .index.token_index import TokenIndex
 from .index.vocabulary import Vocabulary
 from .json_schema import CONVERT_MAX_SECONDS
+from .json_schema.ids import schema_depth_checked
 from .matcher import Matcher
 from .regex import lower as regex_lower
 from .regex import terms as regex_terms
@@ -43,9 +45,6 @@ from .regex.dfa import (
     regex_to_dfa,
 )
 from .spec import Choice, JsonSchema, LoweredRegex, Regex, RegexSpec, lower_spec, schema_for
-
-if TYPE_CHECKING:
-    from .grammar.schema_rules import SchemaRules
 
 __all__ = [
     "CompiledGrammar",
@@ -262,8 +261,6 @@ def compile_spec(
         if lowering is None:
             lowering = lower_spec(spec, max_convert_seconds=max_convert_seconds)
         if not isinstance(lowering, LoweredRegex):  # a recursive JsonSchema's rules
-            from .grammar.schema_rules import compile_schema_rules
-
             return compile_schema_rules(
                 lowering, spec.portable(), vocab, max_states=max_states, max_seconds=max_seconds
             )
@@ -289,8 +286,6 @@ def compile_spec(
 
     budgets = (max_states, max_seconds, max_convert_seconds)
     if isinstance(spec, JsonSchema) and isinstance(spec.schema, (dict, bool)):
-        from .json_schema.ids import schema_depth_checked
-
         # the depth check walks the document once, not at each of the compile's four
         # entry points (cache_key, lower_recursive_schema, lower, json_schema_to_shared)
         with schema_depth_checked(spec.schema):

@@ -31,6 +31,7 @@ from ..regex.dfa import DEFAULT_MAX_SECONDS, DEFAULT_MAX_STATES, ByteDFA, regex_
 from ..regex.escape import escape_literal
 from ..regex.parse import SharedDefinitions
 from ..regex.terms import EMPTY, EPS, TermArena
+from ..spec import LoweredRegex
 from .automaton import DEFAULT_MAX_CONFIGS, GrammarAutomaton
 from .earley import DEFAULT_MAX_ITEMS, EarleyCharts
 from .front import SYNTAXES, detect_syntax, parse_grammar
@@ -450,8 +451,6 @@ def _compile_def(
     max_items: int,
 ) -> BaseCompiledGrammar:
     """``compile_grammar_def``'s work (its errors uninterpreted)."""
-    from ..spec import LoweredRegex
-
     lowered = lower_grammar(gdef, deadline)
     if isinstance(lowered, LoweredRegex):
         if prefix:

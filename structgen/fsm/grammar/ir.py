@@ -36,6 +36,30 @@ class Expr:
     """Base of the immutable expression nodes."""
 
 
+class _Composite(Expr):
+    """An expression node with items (``Seq``, ``Alt``, ``Repeat``): hashed once per object.
+
+    The lowering keys its helper rules by expression (``lower._Productions``), and a
+    dataclass hash walks the whole subtree at every lookup: nested groups hashed again at
+    each level. The hash (of the same fields the dataclass compares) is kept on the object
+    after the first call, and left out of its pickled state (a string hash differs from
+    process to process).
+    """
+
+    def __hash__(self) -> int:
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash(self._key())
+            object.__setattr__(self, "_hash", h)
+        return h
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
+    def _key(self) -> tuple:
+        raise NotImplementedError
+
+
 @dataclass(frozen=True)
 class Literal(Expr):
     """An exact string (matched as its UTF-8 bytes)."""
@@ -74,26 +98,41 @@ class Ref(Expr):
 
 
 @dataclass(frozen=True)
-class Seq(Expr):
+class Seq(_Composite):
     """The items one after the other (empty: the empty string)."""
 
     items: tuple[Expr, ...]
 
+    __hash__ = _Composite.__hash__
+
+    def _key(self) -> tuple:
+        return (self.items,)
+
 
 @dataclass(frozen=True)
-class Alt(Expr):
+class Alt(_Composite):
     """Any one of the alternatives."""
 
     items: tuple[Expr, ...]
 
+    __hash__ = _Composite.__hash__
+
+    def _key(self) -> tuple:
+        return (self.items,)
+
 
 @dataclass(frozen=True)
-class Repeat(Expr):
+class Repeat(_Composite):
     """``item`` repeated ``lo`` to ``hi`` times (``hi`` None: unbounded)."""
 
     item: Expr
     lo: int
     hi: int | None
+
+    __hash__ = _Composite.__hash__
+
+    def _key(self) -> tuple:
+        return (self.item, self.lo, self.hi)
 
 
 @dataclass(frozen=True)

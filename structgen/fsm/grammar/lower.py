@@ -577,7 +577,7 @@ class _Productions:
         """
         if self.low.g.ignore:  # ignore runs would be part of its terminals
             return False
-        frag = _closed_entry(key, name, self.low.g.rules[name])[1]
+        frag = _closed_entry(key, name, self.low.g.rules[name], refs=False)[1]
         if frag is None:
             return False
         suffixes, lhs, rhs, terminals = frag
@@ -619,10 +619,13 @@ _CLOSED_MAX = 16  # closed rules kept per process (one per whitespace option in 
 _closed: LRUCache[str, tuple] = LRUCache(_CLOSED_MAX)
 
 
-def _closed_entry(key: str, name: str, expr: Expr) -> tuple[tuple[Ref, ...], tuple | None]:
+def _closed_entry(
+    key: str, name: str, expr: Expr, refs: bool = True
+) -> tuple[tuple[Ref, ...], tuple | None]:
     """Closed rule ``name`` (``GrammarDef.closed``: its expression ``expr`` is determined by
     ``key`` up to the rule's own name) lowered on its own, kept per process under ``key``:
-    its references (``nodes_of(expr)``) and its productions ``(suffixes, lhs, rhs,
+    its references (``nodes_of(expr)``; with ``refs`` False, ``()`` when the store holds
+    ``key``: the caller wants the productions only) and its productions ``(suffixes, lhs, rhs,
     terminals)`` in the rule's own numbering (nonterminal 1 is the rule, 0 the augmented
     start, whose production is left out; nonterminal ``k + 1`` its ``k``-th helper, named
     ``name#k`` + ``suffixes[k - 1]``), those None when ``expr`` is regular, refers to
@@ -638,6 +641,8 @@ def _closed_entry(key: str, name: str, expr: Expr) -> tuple[tuple[Ref, ...], tup
     hit = _closed.get(key)
     if hit is not None:
         frag, spots = hit
+        if not refs:
+            return (), frag
         if spots is not None:  # every reference is to the rule itself: at these places
             return tuple([Ref(name, line, column) for line, column in spots]), frag
         return tuple(nodes_of(expr)), None

@@ -36,8 +36,12 @@ from typing import Any, NamedTuple
 
 from ...errors import InvalidGrammarError, StructgenError, UnsupportedSchemaError
 from ..deadline import Deadline
+from ..json_schema import DEFAULT_MAX_RECURSION_DEPTH
+from ..json_schema.check import check_schema
+from ..json_schema.convert import JsonSchemaConverter
+from ..json_schema.ids import schema_has_ref
 from ..regex.definitions import PLACEHOLDER_BASE
-from ..spec import LoweredRegex
+from ..spec import JsonSchema, LoweredRegex, schema_for
 from .ir import Alt, Expr, GrammarDef, Pattern, Ref, Repeat, Seq
 
 __all__ = [
@@ -264,11 +268,17 @@ def rules_grammar(
     """
     num = len(definitions)
     users: list[list[int]] = [[] for _ in range(num)]  # users[j]: the definitions naming j
+    named: list[set[int]] = []  # per definition: every placeholder offset its text holds
     for i, text in enumerate(definitions):
         if deadline is not None and i and i % _CHECK_EVERY == 0:
             deadline.check("reading the recursive schema's rules")
-        for c in set(_PLACEHOLDERS.findall(text)):
-            j = ord(c) - PLACEHOLDER_BASE
+        found = (
+            set()
+            if text.isascii()
+            else {ord(c) - PLACEHOLDER_BASE for c in set(_PLACEHOLDERS.findall(text))}
+        )
+        named.append(found)
+        for j in found:
             if j < num:
                 users[j].append(i)
     # the rules and every definition that reaches one: reverse reachability from the rules
@@ -284,8 +294,7 @@ def rules_grammar(
     gdef.rules["root"] = regex_expr(pattern, rule_of, deadline)
     for i in sorted(grammar_level):
         text = definitions[i]
-        refs = {ord(c) - PLACEHOLDER_BASE for c in _PLACEHOLDERS.findall(text)}
-        if i == any_rule and refs <= {i}:  # a closed rule: kept per process, slot apart
+        if i == any_rule and named[i] <= {i}:  # a closed rule: kept per process, slot apart
             canon = text.replace(chr(PLACEHOLDER_BASE + i), _SELF)
             gdef.rules[rule_of[i]] = _named_closed_expr(canon, rule_of[i])
             gdef.closed[rule_of[i]] = canon
@@ -382,12 +391,6 @@ def lower_recursive_schema(
         InvalidSchemaError, UnsupportedSchemaError: as the regular conversion.
         GrammarTooComplexError: the schema nests too deep, or the budget is exceeded.
     """
-    from ..json_schema import DEFAULT_MAX_RECURSION_DEPTH
-    from ..json_schema.check import check_schema
-    from ..json_schema.convert import JsonSchemaConverter
-    from ..json_schema.ids import schema_has_ref
-    from ..spec import schema_for
-
     schema = schema_for(spec.schema)
     if not schema_has_ref(schema):  # check_schema_depth's checks first
         return None
@@ -490,8 +493,6 @@ def warm_up_closed_rules(vocab: Any = None) -> None:
     (``lexical_masks.head_key``, kept with the run: a string value's first mask keys its
     head part by it). Raises: never in practice (a fixed schema).
     """
-    from ..spec import JsonSchema
-
     spec = JsonSchema(_WARM_UP_SCHEMA, allow_extra_properties=True)
     rules = lower_recursive_schema(spec, max_convert_seconds=10.0)
     # the first compile lowers the run (when not kept yet), the second restores it: the

@@ -83,7 +83,8 @@ class Structgen:
         """Cold-empty's state before a compile, untimed: the process as setup left it
         (``clear_cache(memos=True)``: no memo of an earlier compile; ``prepare``'s warm-up
         again; ``Vocabulary.clear_tables``: no exit trie or count table an earlier request
-        built), so each run of a schema pays that schema's own text, class and table work.
+        built; the warm-up's grammars freed), so each run of a schema pays that schema's own
+        text, class and table work.
         """
         from structgen.fsm import clear_cache
 
@@ -91,6 +92,9 @@ class Structgen:
         self.vocab.clear_tables()
         self.vocab.prepare()
         self.vocab.lexical_masks.clear()
+        # free the grammars prepare's warm-up compiled here, untimed: the timed compile's own
+        # clear_cache then finds nothing to free (a fresh request frees nothing either)
+        clear_cache()
 
     def compile(self, schema):
         from structgen.fsm import clear_cache, compile_json_schema

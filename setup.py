@@ -60,7 +60,13 @@ setup(
         Extension(
             "structgen.fsm.grammar._cfgrows",
             sources=["csrc/cfgrows.c"],
-            depends=["csrc/sg_intmaps.h", "csrc/sg_earley_api.h"],
+            depends=[
+                "csrc/sg_intmaps.h",
+                "csrc/sg_earley_api.h",
+                "csrc/dfa_rows.h",
+                "csrc/regex_derive.h",
+                "csrc/regex_arena.h",
+            ],
             extra_compile_args=["-O3", "-std=c11"],
             optional=True,
         ),

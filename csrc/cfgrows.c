@@ -6,9 +6,10 @@
  * joint byte classes' key tuple, one memoised step per class, interning a configuration as a
  * sorted tuple of tuples, the numpy row write). Here the configurations, their lexemes, the
  * byte classes of each lexer state and the step memo are C tables; Python is called back only
- * for what is new: a lexer state's row and flags (the regex layer's lazy ByteDFA), the chart
- * node after a lexeme ends (the Earley parser; a direct C call into csrc/earley.c's charts
- * after set_charts) and the lexemes a chart node starts.
+ * for what is new: a lexer state's row and flags (the regex layer's lazy ByteDFA; built here
+ * over its tables after set_lexers), the chart node after a lexeme ends (the Earley parser; a
+ * direct C call into csrc/earley.c's charts after set_charts) and the lexemes a chart node
+ * starts (read from the charts' lists after set_starts).
  *
  * A lexeme is (terminal t, chart node, lexer state s), interned to an id. A configuration is a
  * sorted (by (t, node, s)), duplicate-free list of lexeme ids plus an accepting flag, interned
@@ -60,6 +61,16 @@
  *       [num lexers], 1 where the terminal's lexer can move from its initial state; initial
  *       ints [num lexers], that state; ignored the %ignore terminals every node starts (the
  *       movable ones, in order). Same lexemes in the same order as _c_node's.
+ *   core.set_lexers(dfas) -> None: dfas[g] the ByteDFA (structgen/fsm/regex/lazy_dfa.py) of
+ *       lexer group g, or None. A lexer state of a group with one is read here instead of
+ *       through owner._c_lexer_row: a literal (term one byte b, or CONCAT(b, rest), no AND /
+ *       NOT) leads on b to the state of rest (ByteDFA.state_of_term), any other state's row is
+ *       the ByteDFA's own, built whole over its tables by csrc/dfa_rows.h (ByteDFA.row: the
+ *       same derivatives, states and numbering); the flags of the states a row leads to are
+ *       read off their terms where the arena holds no AND / NOT (else asked of
+ *       owner._c_lexer_flags when a step needs them). The callbacks still answer where this
+ *       declines: the ByteDFA's row budget reached (they raise its error), a term nested past
+ *       regex_derive.h's BY_DEPTH.
  *   core.config(id) -> ((t, node, s), ...)
  *   core.num_configs, core.num_steps (memoised steps), core.num_lexemes
  * Exceptions of the callbacks propagate (GrammarTooComplexError from the Earley budget): what
@@ -73,6 +84,13 @@
 
 #include "sg_earley_api.h"
 #include "sg_intmaps.h"
+
+/* the lexer rows in C (set_lexers): the shared ByteDFA's rows and states built over its own
+ * tables by csrc/dfa_rows.h (that header's other helpers are unused here) */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#include "dfa_rows.h"
+#pragma GCC diagnostic pop
 
 /* ---- the core ---------------------------------------------------------------------- */
 
@@ -138,6 +156,10 @@ typedef struct {
     Py_ssize_t n_start_lexers;
     int32_t *ignored;           /* [n_ignored]: the %ignore terminals every node starts */
     Py_ssize_t n_ignored;
+    PyObject *lexer_dfas;       /* set_lexers: a list, the ByteDFA of each lexer group or None */
+    DfaView *views;             /* [n_views]: each group's tables, opened on first use */
+    uint8_t *view_open;         /* [n_views]: 1 where views[g] is open */
+    Py_ssize_t n_views;
 } Core;
 
 /* the lexer state s of terminal t, keyed by t's lexer: terminals sharing one automaton
@@ -193,25 +215,216 @@ static int call_int(PyObject *owner, const char *name, int32_t a, int32_t b, int
     return 0;
 }
 
+/* ---- the lexer rows in C (set_lexers) ----------------------------------------------- */
+
+/* interned attribute names (module init) */
+static PyObject *S_slot, *S_rows, *S_acc, *S_num_rows, *S_max_states, *S_lock, *S_slow,
+    *S_acquire, *S_release, *S_complete, *S_dense;
+
+/* the tables of group g's ByteDFA (set_lexers), opened on first use; NULL without an error
+ * where the group has none (its rows come from owner._c_lexer_row), NULL with one on error */
+static DfaView *lexer_view(Core *c, int32_t g) {
+    if (c->lexer_dfas == NULL || g < 0 || g >= c->n_views)
+        return NULL;
+    if (!c->view_open[g]) {
+        PyObject *dfa = PyList_GET_ITEM(c->lexer_dfas, g);
+        if (dfa == Py_None)
+            return NULL;
+        if (dfa_open(&c->views[g], dfa) < 0) {
+            dfa_close(&c->views[g]);
+            return NULL;
+        }
+        c->view_open[g] = 1;
+    }
+    return &c->views[g];
+}
+
+/* _c_lexer_flags of the lexer state whose term is d, read off the term where it holds no AND /
+ * NOT (bit 0: nullable, the state accepts; bit 1: first(d) not empty, it can go on:
+ * automaton.py _live_after's reading); FLAGS_UNKNOWN where it may hold one (boolean: the
+ * arena holds some; asked of _c_lexer_flags when a step needs it); -1 with an error set */
+static int term_flags(DfaView *v, PyObject *d, int boolean) {
+    if (boolean) {
+        int hb = has_boolean_c(v->dv, d, 0);
+        if (hb == BY_PY || hb == 1)
+            return FLAGS_UNKNOWN;
+        if (hb < 0)
+            return -1;
+    }
+    Py_ssize_t ti = ix(d);
+    Mask256 first;
+    int null = PyObject_IsTrue(PyList_GET_ITEM(v->dv->cx.nullable, ti));
+    if (null < 0 || first_mask(v->dv, ti, &first) < 0)
+        return -1;
+    int live = (first.w[0] | first.w[1] | first.w[2] | first.w[3]) != 0;
+    return null | (live << 1);
+}
+
+/* owner._c_lexer_row(t, s)'s answer for lexer state s of a group with a ByteDFA, under its
+ * lock: a literal (term one byte b, or CONCAT(b, rest), no AND / NOT) leads on b to the state
+ * of rest (interned as ByteDFA.state_of_term: a new state makes the automaton incomplete),
+ * its flags read off rest; any other state's row is the ByteDFA's own, built whole as
+ * ByteDFA.row (dfa_rows.h dfa_build_locked: the same derivatives, states and order as the
+ * Python _build_row / _derive_all), its targets' flags read off their terms where the arena
+ * holds no AND / NOT (else FLAGS_UNKNOWN). 1 done; 0 declined (the row budget reached, a
+ * nesting past BY_DEPTH, an odd term: the Python callback answers, and raises); -1 error. */
+static int lexer_row_locked(DfaView *v, long s, int32_t *row, uint8_t *flag_of) {
+    if (s < 0 || s >= PyList_GET_SIZE(v->terms))
+        return 0;
+    PyObject *mx = PyObject_GetAttr(v->dfa, S_max_states);
+    v->max_states = mx ? PyLong_AsLong(mx) : -1;
+    Py_XDECREF(mx);
+    if (v->max_states == -1 && PyErr_Occurred())
+        return -1;
+    PyObject *nb = PyObject_GetAttr(v->arena, dv_str_num_boolean);
+    long nbool = nb ? PyLong_AsLong(nb) : -1;
+    Py_XDECREF(nb);
+    if (nbool == -1 && PyErr_Occurred())
+        return -1;
+    int boolean = nbool != 0;
+    if (dfa_arrays(v) < 0)
+        return -1;
+    Ctx *cx = &v->dv->cx;
+    cx->arena = v->arena;
+    PyObject *t = PyList_GET_ITEM(v->terms, s);
+    long kind = term_kind(cx, t);
+    PyObject *head = NULL, *rest = NULL;  /* borrowed */
+    if (kind == K_CONCAT) {
+        PyObject *a = PyList_GET_ITEM(cx->args, ix(t));
+        if (term_kind(cx, PyTuple_GET_ITEM(a, 0)) == K_BYTES) {
+            head = PyTuple_GET_ITEM(a, 0);
+            rest = PyTuple_GET_ITEM(a, 1);
+        }
+    } else if (kind == K_BYTES) {
+        head = t;
+    }
+    if (PyErr_Occurred())
+        return -1;
+    if (head != NULL) {
+        Mask256 m;
+        if (mask_of(PyTuple_GET_ITEM(PyList_GET_ITEM(cx->args, ix(head)), 0), &m) < 0)
+            return -1;
+        int bits = 0;
+        for (int k = 0; k < 4; k++)
+            bits += __builtin_popcountll(m.w[k]);
+        if (bits == 0)
+            return 0;
+        if (bits > 1)
+            head = NULL;  /* a class: derived */
+        else if (boolean) {
+            int hb = has_boolean_c(v->dv, t, 0);
+            if (hb == BY_PY)
+                return 0;
+            if (hb < 0)
+                return -1;
+            if (hb)
+                head = NULL;  /* the tail may be empty: derived, its emptiness asked */
+        }
+        if (head != NULL) {  /* automaton.py _literal_row */
+            PyObject *eps = NULL;
+            if (rest == NULL && (rest = eps = PyLong_FromLong(T_EPS)) == NULL)
+                return -1;
+            Py_ssize_t before = PyList_GET_SIZE(v->terms);
+            long next = ix(rest) == T_EMPTY ? -1 : dfa_state_id(v, rest);
+            int flags = next < 0 ? -1 : term_flags(v, rest, 0);  /* rest holds no AND / NOT */
+            Py_XDECREF(eps);
+            if (next < 0 || flags < 0)
+                return PyErr_Occurred() ? -1 : 0;
+            if (PyList_GET_SIZE(v->terms) > before  /* ByteDFA.state_of_term's new state */
+                && (PyObject_SetAttr(v->dfa, S_complete, Py_False) < 0
+                    || PyObject_SetAttr(v->dfa, S_dense, Py_None) < 0))
+                return -1;
+            int b = mask_lowest(&m);
+            for (int k = 0; k < 256; k++)
+                row[k] = -1;
+            memset(flag_of, FLAGS_UNKNOWN, 256);
+            row[b] = (int32_t)next;
+            flag_of[b] = (uint8_t)flags;
+            return 1;
+        }
+    }
+    int rc = dfa_build_locked(v, s, -1);  /* ByteDFA.row(s) */
+    if (rc <= 0)
+        return rc;
+    int64_t slot = ((const int64_t *)v->buf[DV_SLOT].buf)[s];
+    if (slot < 0 || slot >= v->buf[DV_ROWS].len / (256 * 4)) {
+        PyErr_SetString(PyExc_SystemError, "cfgrows: a lexer row not published");
+        return -1;
+    }
+    memcpy(row, (const int32_t *)v->buf[DV_ROWS].buf + slot * 256, 256 * sizeof(int32_t));
+    memset(flag_of, FLAGS_UNKNOWN, 256);
+    if (boolean)
+        return 1;  /* the targets' flags asked of _c_lexer_flags, as before */
+    int32_t last = -1;
+    int flags = FLAGS_UNKNOWN;
+    for (int b = 0; b < 256; b++) {
+        if (row[b] < 0)
+            continue;
+        if (row[b] != last) {
+            if (row[b] >= PyList_GET_SIZE(v->terms)) {
+                PyErr_SetString(PyExc_SystemError, "cfgrows: a lexer row names no state");
+                return -1;
+            }
+            last = row[b];
+            flags = term_flags(v, PyList_GET_ITEM(v->terms, last), 0);
+            if (flags < 0)
+                return -1;
+        }
+        flag_of[b] = (uint8_t)flags;
+    }
+    return 1;
+}
+
+/* lexer_row_locked under the ByteDFA's lock (group g); 1 done, 0 declined (no ByteDFA for
+ * the group, or the Python callback must answer), -1 with an error set */
+static int lexer_row_c(Core *c, int32_t g, int32_t s, int32_t *row, uint8_t *flag_of) {
+    DfaView *v = lexer_view(c, g);
+    if (v == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    PyObject *r = PyObject_CallMethodNoArgs(v->lock, dv_str_acquire);
+    if (r == NULL)
+        return -1;
+    Py_DECREF(r);
+    int rc = lexer_row_locked(v, s, row, flag_of);
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    r = PyObject_CallMethodNoArgs(v->lock, dv_str_release);
+    if (r == NULL) {
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+        return -1;
+    }
+    Py_DECREF(r);
+    PyErr_Restore(type, value, tb);
+    return rc;
+}
+
 /* the byte classes of lexer state ls (its row read from Python once), and the flags of the
  * lexer states it leads to where the answer carries them */
 static int lstate_row(Core *c, PyObject *owner, int32_t ls) {
     if (c->ls[ls].ncls != UNKNOWN)
         return 0;
-    PyObject *r = PyObject_CallMethod(owner, "_c_lexer_row", "ii", c->ls[ls].t, c->ls[ls].s);
-    if (r == NULL)
-        return -1;
-    if (!PyBytes_Check(r) || PyBytes_GET_SIZE(r) != 256 * 5) {
-        Py_DECREF(r);
-        PyErr_SetString(PyExc_TypeError,
-                        "_c_lexer_row must return 1280 bytes (int32 [256], uint8 [256])");
-        return -1;
-    }
     int32_t row[256];
     uint8_t flag_of[256];
-    memcpy(row, PyBytes_AS_STRING(r), sizeof row);
-    memcpy(flag_of, PyBytes_AS_STRING(r) + sizeof row, sizeof flag_of);
-    Py_DECREF(r);
+    int32_t g = c->groups != NULL ? c->groups[c->ls[ls].t] : c->ls[ls].t;
+    int done = lexer_row_c(c, g, c->ls[ls].s, row, flag_of);
+    if (done < 0)
+        return -1;
+    if (!done) {
+        PyObject *r = PyObject_CallMethod(owner, "_c_lexer_row", "ii", c->ls[ls].t, c->ls[ls].s);
+        if (r == NULL)
+            return -1;
+        if (!PyBytes_Check(r) || PyBytes_GET_SIZE(r) != 256 * 5) {
+            Py_DECREF(r);
+            PyErr_SetString(PyExc_TypeError,
+                            "_c_lexer_row must return 1280 bytes (int32 [256], uint8 [256])");
+            return -1;
+        }
+        memcpy(row, PyBytes_AS_STRING(r), sizeof row);
+        memcpy(flag_of, PyBytes_AS_STRING(r) + sizeof row, sizeof flag_of);
+        Py_DECREF(r);
+    }
     int16_t *cls = malloc(256 * sizeof(int16_t));
     int32_t *next = malloc(256 * sizeof(int32_t));
     uint8_t flags[256];
@@ -695,8 +908,6 @@ static PyObject *core_build_row(Core *c, PyObject *args) {
 
 /* ---- row_tables in C: the token-trie walk's callback without the interpreter ------------ */
 
-static PyObject *S_slot, *S_rows, *S_acc, *S_num_rows, *S_max_states, *S_lock, *S_slow,
-    *S_acquire, *S_release;
 
 /* the owner (a GrammarAutomaton) of an attached core, a new reference; NULL with an error */
 static PyObject *owner_of(Core *c) {
@@ -1053,6 +1264,35 @@ fail:
     return NULL;
 }
 
+/* set_lexers(dfas): dfas[g] the ByteDFA of lexer group g (set_groups' groups; without them,
+ * of terminal g), or None; a lexer state of a group with one has its row and its targets'
+ * flags built here over the ByteDFA's tables (lexer_row_c) instead of owner._c_lexer_row */
+static PyObject *core_set_lexers(Core *c, PyObject *arg) {
+    if (!PyList_CheckExact(arg)) {
+        PyErr_SetString(PyExc_TypeError, "set_lexers(dfas: list)");
+        return NULL;
+    }
+    if (c->lexer_dfas != NULL) {
+        PyErr_SetString(PyExc_ValueError, "set_lexers: the lexers are set already");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(arg);
+    c->views = PyMem_Calloc(n ? n : 1, sizeof(DfaView));
+    c->view_open = PyMem_Calloc(n ? n : 1, 1);
+    if (c->views == NULL || c->view_open == NULL) {
+        PyMem_Free(c->views);
+        PyMem_Free(c->view_open);
+        c->views = NULL;
+        c->view_open = NULL;
+        return PyErr_NoMemory();
+    }
+    c->n_views = n;
+    c->lexer_dfas = PyList_GetSlice(arg, 0, n);  /* a copy: entries stay as given */
+    if (c->lexer_dfas == NULL)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyObject *core_config(Core *c, PyObject *arg) {
     Py_ssize_t sid = PyLong_AsSsize_t(arg);
     if (sid == -1 && PyErr_Occurred())
@@ -1131,6 +1371,12 @@ static void core_dealloc(Core *c) {
     Py_XDECREF(c->tables);
     Py_XDECREF(c->rows_seen);
     Py_XDECREF(c->slot_seen);
+    for (Py_ssize_t g = 0; g < c->n_views; g++)
+        if (c->view_open[g])
+            dfa_close(&c->views[g]);
+    PyMem_Free(c->views);
+    PyMem_Free(c->view_open);
+    Py_XDECREF(c->lexer_dfas);
     Py_TYPE(c)->tp_free((PyObject *)c);
 }
 
@@ -1148,6 +1394,8 @@ static PyMethodDef core_methods[] = {
      "attach(owner): row_tables builds the rows of owner (held by a weak reference)"},
     {"row_tables", (PyCFunction)(void (*)(void))core_row_tables, METH_FASTCALL,
      "row_tables(state=-1) -> (rows, slot): GrammarAutomaton.row_tables, the row built in C"},
+    {"set_lexers", (PyCFunction)core_set_lexers, METH_O,
+     "set_lexers(dfas): dfas[g] the ByteDFA of lexer group g or None: its rows built in C"},
     {"set_groups", (PyCFunction)core_set_groups, METH_O,
      "set_groups(groups): groups[t] the lexer of terminal t (before anything is interned)"},
     {NULL, NULL, 0, NULL},
@@ -1184,12 +1432,13 @@ PyMODINIT_FUNC PyInit__cfgrows(void) {
                  {&S_acc, "_accepting"},     {&S_num_rows, "_num_rows"},
                  {&S_max_states, "max_states"}, {&S_lock, "_lock"},
                  {&S_slow, "_row_tables_py"}, {&S_acquire, "acquire"},
-                 {&S_release, "release"}};
+                 {&S_release, "release"},    {&S_complete, "_complete"},
+                 {&S_dense, "_dense"}};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (*names[i].slot == NULL &&
             (*names[i].slot = PyUnicode_InternFromString(names[i].name)) == NULL)
             return NULL;
-    if (PyType_Ready(&CoreType) < 0)
+    if (dfa_rows_init() < 0 || PyType_Ready(&CoreType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)

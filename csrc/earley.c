@@ -1070,9 +1070,169 @@ static PyTypeObject ChartsType = {
     .tp_getset = charts_getset,
 };
 
+/* derivers(rhs, lhs, num_nt, dead, only) -> list of bool (structgen/fsm/grammar/earley.py
+ * _derivers, its Python loop the reference): per nonterminal, whether it derives a string of
+ * usable terminal symbols (s < 0 usable when not in dead and, only not None, in only). rhs: a
+ * sequence of int sequences (production bodies), lhs: ints, num_nt: nonterminals; a symbol
+ * outside [-inf, num_nt) or a lhs outside [0, num_nt) raises ValueError. The least fixpoint of
+ * the same worklist (the agenda's order changes nothing in it). */
+static PyObject *py_derivers(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "derivers(rhs, lhs, num_nt, dead, only)");
+        return NULL;
+    }
+    Py_ssize_t num_nt = PyLong_AsSsize_t(args[2]);
+    if (num_nt < 0) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "derivers: num_nt < 0");
+        return NULL;
+    }
+    PyObject *dead = args[3], *only = args[4];
+    int any_dead = PyObject_IsTrue(dead);
+    int has_only = only != Py_None, empty_only = 0;
+    if (any_dead < 0)
+        return NULL;
+    if (has_only && (empty_only = !PyObject_IsTrue(only)) && PyErr_Occurred())
+        return NULL;
+    PyObject *bodies = PySequence_Fast(args[0], "derivers: rhs must be a sequence");
+    PyObject *heads = bodies ? PySequence_Fast(args[1], "derivers: lhs must be a sequence") : NULL;
+    PyObject *out = NULL;
+    Py_ssize_t n = bodies ? PySequence_Fast_GET_SIZE(bodies) : 0;
+    int32_t *lhs_of = NULL, *pending = NULL, *count = NULL, *off = NULL, *users = NULL,
+            *agenda = NULL;
+    uint8_t *derives = NULL;
+    PyObject **fast = NULL;
+    if (heads == NULL)
+        goto done;
+    if (PySequence_Fast_GET_SIZE(heads) != n) {
+        PyErr_SetString(PyExc_ValueError, "derivers: rhs and lhs differ in length");
+        goto done;
+    }
+    lhs_of = PyMem_Malloc(sizeof(int32_t) * (n + 1));
+    pending = PyMem_Malloc(sizeof(int32_t) * (n + 1));
+    count = PyMem_Calloc(num_nt + 1, sizeof(int32_t));
+    off = PyMem_Calloc(num_nt + 2, sizeof(int32_t));
+    agenda = PyMem_Malloc(sizeof(int32_t) * (num_nt + 1));
+    derives = PyMem_Calloc(num_nt + 1, 1);
+    fast = PyMem_Calloc(n + 1, sizeof(PyObject *));
+    if (!lhs_of || !pending || !count || !off || !agenda || !derives || !fast) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t total = 0, top = 0;
+    for (Py_ssize_t p = 0; p < n; p++) {  /* which productions count, their nonterminals */
+        long h = PyLong_AsLong(PySequence_Fast_GET_ITEM(heads, p));
+        if (h < 0 || h >= num_nt) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_ValueError, "derivers: production %zd's lhs %ld", p, h);
+            goto done;
+        }
+        lhs_of[p] = (int32_t)h;
+        pending[p] = -1;
+        fast[p] = PySequence_Fast(PySequence_Fast_GET_ITEM(bodies, p),
+                                  "derivers: a body must be a sequence");
+        if (fast[p] == NULL)
+            goto done;
+        Py_ssize_t k = PySequence_Fast_GET_SIZE(fast[p]), nts = 0;
+        int terminal = 0, usable = 1;
+        for (Py_ssize_t i = 0; i < k; i++) {
+            PyObject *sym = PySequence_Fast_GET_ITEM(fast[p], i);
+            long s = PyLong_AsLong(sym);
+            if ((s == -1 && PyErr_Occurred()) || s >= num_nt) {
+                if (!PyErr_Occurred())
+                    PyErr_Format(PyExc_ValueError, "derivers: symbol %ld past the nonterminals", s);
+                goto done;
+            }
+            if (s >= 0) {
+                nts++;
+                continue;
+            }
+            terminal = 1;
+            if (usable && any_dead) {
+                int in = PySet_Contains(dead, sym);
+                if (in < 0)
+                    goto done;
+                usable = !in;
+            }
+            if (usable && has_only && !empty_only) {
+                int in = PySet_Contains(only, sym);
+                if (in < 0)
+                    goto done;
+                usable = in;
+            }
+        }
+        if (terminal && (empty_only || !usable))
+            continue;  /* never finishes */
+        pending[p] = (int32_t)nts;
+        total += nts;
+        for (Py_ssize_t i = 0; i < k; i++) {
+            long s = PyLong_AsLong(PySequence_Fast_GET_ITEM(fast[p], i));
+            if (s >= 0)
+                count[s]++;
+        }
+        if (nts == 0 && !derives[h]) {
+            derives[h] = 1;
+            agenda[top++] = (int32_t)h;
+        }
+    }
+    users = PyMem_Malloc(sizeof(int32_t) * (total + 1));
+    if (users == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t s = 0; s < num_nt; s++)  /* users of each nonterminal, per occurrence */
+        off[s + 1] = off[s] + count[s];
+    memset(count, 0, sizeof(int32_t) * (num_nt + 1));
+    for (Py_ssize_t p = 0; p < n; p++) {
+        if (pending[p] < 0)
+            continue;
+        Py_ssize_t k = PySequence_Fast_GET_SIZE(fast[p]);
+        for (Py_ssize_t i = 0; i < k; i++) {
+            long s = PyLong_AsLong(PySequence_Fast_GET_ITEM(fast[p], i));
+            if (s >= 0)
+                users[off[s] + count[s]++] = (int32_t)p;
+        }
+    }
+    while (top > 0) {
+        int32_t s = agenda[--top];
+        for (int32_t j = off[s]; j < off[s + 1]; j++) {
+            int32_t p = users[j];
+            if (pending[p] > 0 && --pending[p] == 0 && !derives[lhs_of[p]]) {
+                derives[lhs_of[p]] = 1;
+                agenda[top++] = lhs_of[p];
+            }
+        }
+    }
+    out = PyList_New(num_nt);
+    for (Py_ssize_t s = 0; out != NULL && s < num_nt; s++)
+        PyList_SET_ITEM(out, s, Py_NewRef(derives[s] ? Py_True : Py_False));
+done:
+    if (fast != NULL)
+        for (Py_ssize_t p = 0; p < n; p++)
+            Py_XDECREF(fast[p]);
+    PyMem_Free(fast);
+    PyMem_Free(lhs_of);
+    PyMem_Free(pending);
+    PyMem_Free(count);
+    PyMem_Free(off);
+    PyMem_Free(users);
+    PyMem_Free(agenda);
+    PyMem_Free(derives);
+    Py_XDECREF(bodies);
+    Py_XDECREF(heads);
+    return out;
+}
+
+static PyMethodDef module_methods[] = {
+    {"derivers", (PyCFunction)(void (*)(void))py_derivers, METH_FASTCALL,
+     "derivers(rhs, lhs, num_nt, dead, only) -> list of bool (earley.py _derivers)"},
+    {NULL, NULL, 0, NULL},
+};
+
 static struct PyModuleDef moduledef = {
-    PyModuleDef_HEAD_INIT, "_earley", "Earley charts' scan step in C (csrc/earley.c)", -1, NULL,
-    NULL, NULL, NULL, NULL,
+    PyModuleDef_HEAD_INIT, "_earley", "Earley charts' scan step in C (csrc/earley.c)", -1,
+    module_methods, NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC PyInit__earley(void) {

@@ -11,7 +11,9 @@
  *     recursion and simplifications, the smart constructors of csrc/regex_arena.h, so the
  *     same terms are interned in the same order as the Python method (same ids); every
  *     derivative taken on the way is stored in arena._deriv (key t << 8 | b), as there.
- *     Subterms of kind UNTIL, AND or NOT are handed to arena.derivative (Python).
+ *     Subterms of kind UNTIL, AND or NOT are handed to arena.derivative (Python). A long
+ *     alternation's members by first byte (TermArena._alt_members) read from its grouping in
+ *     arena._alt_index, built here when missing (alt_groups_of: the Python method's groups).
  *   fill_row(arena, context, t, row, ids, state_of) -> None
  *     ByteDFA._build_row's whole row of term t in an arena without AND / NOT: the row (a
  *     writable int32 [256]) set to -1, then each live class of first(t) in the refinement of
@@ -242,6 +244,49 @@ static int ior(PyObject **acc, PyObject *f) {
     return 0;
 }
 
+/* TermArena._alt_members' grouping of alternation t, built once and stored in
+ * arena._alt_index[t]: [(first mask, (members with that first, in order)), ...], the masks in
+ * order of first appearance (a dict's order, as the Python method's). Borrowed reference (the
+ * index holds it), NULL with an error set */
+static PyObject *alt_groups_of(Deriv *dv, PyObject *t, PyObject *members) {
+    PyObject *by_mask = PyDict_New(), *groups = NULL;
+    if (by_mask == NULL)
+        return NULL;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(members); k++) {
+        PyObject *u = PyTuple_GET_ITEM(members, k);
+        PyObject *mask = PyList_GET_ITEM(dv->cx.first, ix(u));
+        PyObject *us = PyDict_GetItemWithError(by_mask, mask);
+        if (us == NULL) {
+            if (PyErr_Occurred() || (us = PyList_New(0)) == NULL)
+                goto done;
+            int rc = PyDict_SetItem(by_mask, mask, us);
+            Py_DECREF(us);  /* the dict holds it */
+            if (rc < 0)
+                goto done;
+        }
+        if (PyList_Append(us, u) < 0)
+            goto done;
+    }
+    groups = PyList_New(PyDict_GET_SIZE(by_mask));
+    Py_ssize_t pos = 0, k = 0;
+    PyObject *mask, *us;
+    while (groups != NULL && PyDict_Next(by_mask, &pos, &mask, &us)) {
+        PyObject *tup = PyList_AsTuple(us);
+        PyObject *pair = tup == NULL ? NULL : PyTuple_Pack(2, mask, tup);
+        Py_XDECREF(tup);
+        if (pair == NULL)
+            Py_CLEAR(groups);
+        else
+            PyList_SET_ITEM(groups, k++, pair);
+    }
+    if (groups != NULL && PyDict_SetItem(dv->alt_index, t, groups) < 0)
+        Py_CLEAR(groups);
+    Py_XDECREF(groups);  /* alive in the index (borrowed from here on) */
+done:
+    Py_DECREF(by_mask);
+    return groups;
+}
+
 /* the members of alternation t that byte b can start (TermArena._alt_members): a tuple,
  * new reference */
 static PyObject *alt_members_of(Deriv *dv, PyObject *t, int b) {
@@ -249,10 +294,8 @@ static PyObject *alt_members_of(Deriv *dv, PyObject *t, int b) {
     if (PyTuple_GET_SIZE(members) < ALT_INDEX_MIN)
         return Py_NewRef(members);
     PyObject *groups = PyDict_GetItemWithError(dv->alt_index, t);
-    if (groups == NULL) {  /* the grouping is built once, in Python */
-        return PyErr_Occurred() ? NULL
-                                : PyObject_CallMethod(dv->cx.arena, "_alt_members", "Oi", t, b);
-    }
+    if (groups == NULL && (PyErr_Occurred() || (groups = alt_groups_of(dv, t, members)) == NULL))
+        return NULL;
     PyObject *out = PyList_New(0);
     for (Py_ssize_t k = 0; out != NULL && k < PyList_GET_SIZE(groups); k++) {
         PyObject *g = PyList_GET_ITEM(groups, k);

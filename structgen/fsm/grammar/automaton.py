@@ -23,11 +23,13 @@ closing, forced bytes) works unchanged. A row costs one parser step per byte cla
 
 With the C extension built (``csrc/cfgrows.c``, ``native=True``: the default when it is), the
 configurations, lexemes, byte classes and step memo are C tables and a row is built there;
-Python is called back only for what is new: a lexer state's row (with the flags of the
-state a literal row leads to) and the flags of a state a derived row leads to, the chart node
-after a lexeme ends over Python charts (``_c_*``; the lexemes a node starts are read in C from
-the charts' lists, ``Core.set_starts``; ``_c_node`` answers only a node they lack), and the
-token-trie walk's
+a lexer state's row and the flags of the states it leads to are built there too, over the
+terminal's ``ByteDFA`` tables (``Core.set_lexers``, ``use_c_lexer_rows``), and the lexemes a
+node starts read from the charts' lists (``Core.set_starts``). Python is called back (``_c_*``)
+only where those decline: a lexer state's row (with the flags of the state a literal row
+leads to) where the lexer's row budget is reached, the flags of a state whose term holds an
+intersection or complement, the chart node after a lexeme ends over Python charts, a node
+the lists lack (``_c_node``). The token-trie walk's
 ``row_tables`` callback is ``Core.row_tables``, which builds a missing row without the
 interpreter (Python entered only to grow the tables or raise the row budget:
 ``_row_tables_py``). The Python path below is the
@@ -62,7 +64,7 @@ try:  # optional C extension built by setup.py (csrc/cfgrows.c)
 except ImportError:  # pragma: no cover - exercised when the extension is missing
     _EXT = None
 
-__all__ = ["GrammarAutomaton", "DEFAULT_MAX_CONFIGS", "HAVE_C_ROWS"]
+__all__ = ["GrammarAutomaton", "DEFAULT_MAX_CONFIGS", "HAVE_C_ROWS", "use_c_lexer_rows"]
 
 HAVE_C_ROWS = _EXT is not None  # the C row builder is built
 
@@ -76,6 +78,34 @@ DEFAULT_MAX_CONFIGS = 200_000  # rows built (1 KiB each)
 # ``_row_tables_py``. The configuration arrays hold ``_ROW_CAPACITY`` states: the C
 # builder wants room for 256 new configurations past the last before each row.
 _ROW_CAPACITY = 1024
+
+# whether the C core builds the lexer rows itself (``use_c_lexer_rows``)
+_C_LEXER_ROWS = [True]
+
+
+def use_c_lexer_rows(on: bool) -> bool:
+    """Turn the C lexer rows on or off for automata made from now on (tests, A/B): on, the C
+    core (``csrc/cfgrows.c``, ``Core.set_lexers``) builds a lexer state's row, and reads the
+    flags of the states it leads to, over the terminal's ``ByteDFA`` tables
+    (``csrc/dfa_rows.h``) instead of calling ``_c_lexer_row`` / ``_c_lexer_flags``: the same
+    rows, states and state numbering. Returns the previous setting. Raises: never.
+    """
+    was = _C_LEXER_ROWS[0]
+    _C_LEXER_ROWS[0] = bool(on)
+    return was
+
+
+def _c_lexer_dfas(lexers: list, group: list[int]) -> list[ByteDFA | None]:
+    """Per lexer group (``group[t]`` of terminal ``t``), the ``ByteDFA`` whose rows the C core
+    may build (a plain ``ByteDFA``, shared or a terminal's own, with the C derivatives in
+    use: ``ByteDFA.rows_buildable_in_c``), else None (``_c_lexer_row`` answers).
+    """
+    out: list[ByteDFA | None] = [None] * (max(group, default=-1) + 1)
+    for t, lexer in enumerate(lexers):
+        dfa = getattr(lexer, "dfa", lexer)
+        if type(dfa) is ByteDFA and dfa.rows_buildable_in_c():
+            out[group[t]] = dfa
+    return out
 
 
 class GrammarAutomaton:
@@ -122,6 +152,8 @@ class GrammarAutomaton:
         ]
         if self._core is not None:
             self._core.set_groups(self._group)
+            if _C_LEXER_ROWS[0]:  # each group's lexer rows built in C over its ByteDFA
+                self._core.set_lexers(_c_lexer_dfas(self.lexers, self._group))
         self._completions = None
         self._live: dict[tuple[int, int], bool] = {}
         # (group, lexer state) -> at least MIN_HEAD_BYTES bytes can start it (lexical_key)

@@ -37,7 +37,20 @@ except ImportError:  # the C extension is optional: the Python path below is the
 
 HAVE_C_EARLEY = _EXT is not None
 
-__all__ = ["EarleyCharts", "SELF", "DEFAULT_MAX_ITEMS", "HAVE_C_EARLEY"]
+_C_DERIVERS = [True]  # _derivers' worklist in C where built (use_c_derivers)
+
+
+def use_c_derivers(on: bool) -> bool:
+    """Run ``_derivers``' worklist (productive and nullable nonterminals) in C
+    (``csrc/earley.c`` ``derivers``: the same answers) or in Python, for the process (tests,
+    A/B). Returns the previous setting. Raises: never.
+    """
+    was = _C_DERIVERS[0]
+    _C_DERIVERS[0] = bool(on)
+    return was
+
+
+__all__ = ["EarleyCharts", "SELF", "DEFAULT_MAX_ITEMS", "HAVE_C_EARLEY", "use_c_derivers"]
 
 SELF = -1
 DEFAULT_MAX_ITEMS = 2_000_000  # Earley items over all nodes of one grammar's parser
@@ -484,8 +497,11 @@ def _derivers(
     A terminal symbol ``s`` (``s < 0``) is usable when it is not in ``dead`` and, with
     ``only`` given, is in ``only``. A worklist over the productions (each counts the
     nonterminal occurrences not known to derive yet), linear in the grammar's size: a
-    chain of 10,000 rules is one pass, not 10,000. Raises: never.
+    chain of 10,000 rules is one pass, not 10,000. With ``csrc/earley.c`` built the same
+    worklist runs there (``_earley.derivers``; ``use_c_derivers``). Raises: never.
     """
+    if _C_DERIVERS[0] and _EXT is not None:
+        return _EXT.derivers(cfg.rhs, cfg.lhs, num_nt, dead, only)
     derives = [False] * num_nt
     lhs_of = cfg.lhs
     pending = [-1] * len(lhs_of)  # per production: nonterminals left; -1: never finishes

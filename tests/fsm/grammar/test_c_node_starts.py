@@ -3,10 +3,12 @@
 ``Core.set_starts`` hands ``csrc/cfgrows.c`` the charts' ``expected`` / ``final`` lists, so
 the lexemes a chart node starts are read there instead of through ``_c_node``; a literal
 lexer row (``_c_lexer_row``) carries its next state's flags, so ``_c_lexer_flags`` is asked
-only for the next states of rows derived whole. Checked against the Python reference
-automaton (``native=False``) configuration by configuration, over C and Python charts, with
-the lists withheld (every node through ``_c_node``, as before), and by masks over SmolLM2's
-vocabulary against brute force (every token's bytes stepped through the automaton).
+only for the next states of rows derived whole (those callbacks checked with the C lexer
+rows off: with them on, ``test_c_lexer_rows.py``, neither is called). Checked against the
+Python reference automaton (``native=False``) configuration by configuration, over C and
+Python charts, with the lists withheld (every node through ``_c_node``, as before), and by
+masks over SmolLM2's vocabulary against brute force (every token's bytes stepped through the
+automaton).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from structgen.fsm.grammar import automaton as automaton_module
 from structgen.fsm.grammar import compile_grammar
 from structgen.fsm.grammar.automaton import HAVE_C_ROWS, GrammarAutomaton, _literal_row
 from structgen.fsm.grammar.earley import EarleyCharts
@@ -74,6 +77,8 @@ def test_node_starts_in_c_equal_the_python_automaton(
             charts, lexers, sorted(built.ignore), lead_in=lead_in, native=native
         )
 
+    # the callbacks' own path: with the C lexer rows (test_c_lexer_rows.py) neither is called
+    monkeypatch.setattr(automaton_module, "_C_LEXER_ROWS", [False])
     nodes = _record(monkeypatch, "_c_node")
     calls = []  # (name, automaton, args) in call order
     for name in ("_c_lexer_flags", "_c_lexer_row"):

@@ -153,6 +153,10 @@ class TokenIndex:
         # masks shared across the counts of X{lo,hi} (count_masks.py): regex automata only
         counted = isinstance(dfa, ByteDFA) and not self._reads_wildcards
         self._counts = CountView(dfa.arena, vocab) if counted else None
+        # a grammar automaton's first masks by ``_grammar_mask`` (``_walk``'s ways for it,
+        # without its frames); the trie walk's C call and arguments, chosen per setting
+        self._grammar_way = self._keys_own and not self._reads_wildcards and self._counts is None
+        self._trie_walk: tuple = (None, None, None, None, None)
 
     def next_states(self, state: int) -> np.ndarray:
         """int32 ``[vocab_size]``: state after each token from ``state``, -1 = not allowed.
@@ -185,7 +189,7 @@ class TokenIndex:
         if hit is not None:
             self._masks.touch(state)  # peek and touch: get without a Python call (hot)
             return hit
-        mask = self._walk(state, None)
+        mask = self._grammar_mask(state) if self._grammar_way else self._walk(state, None)
         self._masks.put(state, mask)
         return mask
 
@@ -204,6 +208,72 @@ class TokenIndex:
             if state in self._masks:
                 self.fill_forms[state] = form
         return form
+
+    def _grammar_mask(self, state: int) -> np.ndarray:
+        """``_walk(state, None)`` of a grammar automaton outside a marker view
+        (``_grammar_way``): the node-free mask shared under its key, else the head split,
+        else the whole trie walk (its C call made directly, ``_walk_trie``); the same mask,
+        caches and calls as ``_walk``, which stays the reference. Raises:
+        ``GrammarTooComplexError`` as ``bitmask``.
+        """
+        shared = None
+        if self._node_free_key is not None:
+            shared = self._node_free_key(state, self.vocab.token_ends)
+            if shared is not None:
+                hit = self._node_free.get(shared)
+                if hit is not None:
+                    return hit
+        mask = self._walk_split(state) if self._lexical is not None else None
+        if mask is None:
+            mask = np.zeros(self.num_words, np.int32)
+            self._walk_trie(state, mask)
+        if self.dfa.is_accepting(state):
+            set_bits(mask, self._eos)
+        mask.setflags(write=False)
+        if shared is not None:
+            if len(self._node_free) >= MAX_NODE_FREE:
+                self._node_free.clear()
+            self._node_free[shared] = mask
+        return mask
+
+    def _walk_trie(self, state: int, mask: np.ndarray) -> None:
+        """``TokenTrie.walk(dfa, state, None, mask)`` (a mask only, no whole row first): its
+        C walk called with the arguments ``_trie_walk`` keeps (the walk's stack shared: one
+        thread at a time) once the trie's subtree tables are built, for the settings
+        ``trie.walk`` reads (``trie.use_extension``, ``use_direct_rows``,
+        ``use_subtree_shortcut``); ``TokenTrie.walk`` itself otherwise (no extension, the
+        tables not built yet, duplicate ids). Raises: ``GrammarTooComplexError`` as
+        ``bitmask``.
+        """
+        walk = self._trie_walk
+        if walk[0] is not trie._c or walk[1] is not trie._direct or walk[2] is not trie._below:
+            walk = self._trie_walk = self._choose_trie_walk()
+        if walk[3] is None:
+            self._trie.walk(self.dfa, state, None, mask)
+            return
+        walk[3](*walk[4][0], mask, int(state), *walk[4][1])
+
+    def _choose_trie_walk(self) -> tuple:
+        """``(trie._c, trie._direct, trie._below, fn, (head, tail))`` for ``_walk_trie``:
+        ``fn(*head, mask, state, *tail)`` is ``TokenTrie.walk``'s C call (``fn`` None:
+        call ``TokenTrie.walk``). The subtree tables are read only once built (a trie's
+        first walk does not build them), so a None is chosen again at the next call.
+        """
+        key = (trie._c, trie._direct, trie._below)
+        tt, dfa = self._trie, self.dfa
+        tables = tt.__dict__.get("subtree_tables")
+        if trie._c is None or not tt.num_nodes or tt.dups.shape[0] or not trie._below:
+            return (*key, None, None)
+        if tables is None:  # TokenTrie.walk counts its walks and builds them
+            return (None, None, None, None, None)
+        fn = trie._walk_c(dfa)
+        tail = [trie._tables(dfa)]
+        if fn is trie._WALK_DIRECT:
+            tail.append(dfa)
+        tail += (tables, tt.first_nodes)
+        stack = np.empty(tt.max_depth + 1, np.int32)
+        head = (tt.byte, tt.depth, tt.skip, tt.token, stack, None)
+        return (*key, fn, (head, tuple(tail)))
 
     @property
     def cold_plan(self) -> tuple | None:

@@ -53,6 +53,7 @@ __all__ = [
     "pack_bitmask",
     "cold_mask",
     "cold_step",
+    "is_grammar_plan",
     "MAX_CACHE_BYTES",
     "MAX_STEP_MEMO",
 ]
@@ -63,6 +64,13 @@ __all__ = [
 # an extension without them)
 cold_step = getattr(trie._EXT, "cold_step", None)
 cold_mask = getattr(trie._EXT, "cold_mask", None)
+GRAMMAR_PLAN_SIZE = 24  # a grammar automaton's cold plan (``_make_grammar_plan``)
+
+
+def is_grammar_plan(plan: tuple | None) -> bool:
+    """True for a grammar automaton's ``cold_plan``. Raises: never."""
+    return plan is not None and len(plan) == GRAMMAR_PLAN_SIZE
+
 
 MAX_CACHE_BYTES = 256 << 20
 MAX_STEP_MEMO = 1 << 16  # memoised (state, token) steps per index (~10 MB at most)
@@ -278,9 +286,9 @@ class TokenIndex:
     @property
     def cold_plan(self) -> tuple | None:
         """What the C cold paths of a regex automaton's state read (``csrc/tokentrie.c``,
-        ``cold_mask`` and ``cold_step``), or None where they do not apply (a grammar
-        automaton, a marker view, an automaton whose rows the C walk does not build, the
-        extension without them). Built once per index.
+        ``cold_mask`` and ``cold_step``), or None where they do not apply (a marker view, an
+        automaton whose rows the C walk does not build, the extension without them); a
+        grammar automaton's (below). Built once per index.
 
         With it, ``masks.fill_row(dst, tensor, row, fill_forms, state, plan)`` does
         ``fill_form``'s work for a state with no form yet when ``_walk`` would walk the
@@ -294,7 +302,15 @@ class TokenIndex:
         fill_forms, state)`` is that work without the write (the mask, or None: declined or
         already made), for a destination ``fill_row`` does not take (an ``ndarray``).
         ``cold_step(plan, state, token)`` is ``token_step`` where the state has a cached row
-        or mask (None: declined, nothing done). Raises: never.
+        or mask (None: declined, nothing done).
+
+        A grammar automaton's plan (``_grammar_way``, a trie without duplicate ids, the C
+        walk's plain ``walk``) is a shorter tuple, ``_make_grammar_plan``'s, which the same
+        two mask calls take for ``_grammar_mask``'s ways (``node_free_key`` and
+        ``_walk_split`` called back, the whole walk in C; declined while the trie's subtree
+        tables are not built or the settings ``TokenTrie.walk`` reads leave that walk), and
+        ``cold_step`` for ``token_step`` (``walk_bytes``, not direct; declined without the
+        C walk). Raises: never.
         """
         plan = self.__dict__.get("_cold_plan", False)
         if plan is False:
@@ -303,6 +319,8 @@ class TokenIndex:
 
     def _make_cold_plan(self) -> tuple | None:
         """``cold_plan``'s tuple, in the order of ``csrc/tokentrie.c``'s ``CP_*``."""
+        if self._grammar_way:
+            return self._make_grammar_plan()
         dfa, tt = self.dfa, self._trie
         usable = (
             cold_step is not None
@@ -348,6 +366,50 @@ class TokenIndex:
             self.steps,
             MAX_STEP_MEMO,
             self._walk_split if self._lexical is not None else None,
+        )
+
+    def _make_grammar_plan(self) -> tuple | None:
+        """A grammar automaton's ``cold_plan``, in the order of ``csrc/tokentrie.c``'s
+        ``GP_*``; None where its C call would not be ``TokenTrie.walk``'s (duplicate ids, a
+        ``ByteDFA``-like automaton that builds rows itself), where ``token_step`` reads
+        wildcard edges, or the extension lacks it.
+        """
+        dfa, tt = self.dfa, self._trie
+        usable = (
+            cold_mask is not None
+            and trie._READS_PENDING
+            and not getattr(dfa, "row_tables_builds_and_derives", False)
+            and tt.num_nodes > 0
+            and not tt.dups.shape[0]
+            and not self._edge_only
+        )
+        if not usable:
+            return None
+        return (
+            trie,
+            tt,
+            tt.byte,
+            tt.depth,
+            tt.skip,
+            tt.token,
+            np.empty(tt.max_depth + 1, np.int32),  # the walk's stack (one thread at a time)
+            trie._tables(dfa),
+            dfa,
+            self._eos,
+            self._masks,
+            np.frombuffer,
+            np.dtype(np.int32),
+            self.num_words,
+            self._node_free_key,
+            self.vocab.token_ends if self._node_free_key is not None else None,
+            self._node_free,
+            MAX_NODE_FREE,
+            self._walk_split if self._lexical is not None else None,
+            self._never,
+            self._rows,
+            self.steps,
+            MAX_STEP_MEMO,
+            self.vocab.token_bytes,
         )
 
     @property

@@ -1196,6 +1196,192 @@ static int cold_mask(PyObject *plan, PyObject *forms, PyObject *state, int32_t *
     return rc;
 }
 
+/* ---- a grammar automaton's cold mask in one call (TokenIndex.cold_plan of a GrammarAutomaton:
+ * TokenIndex._grammar_mask's ways; fill_row / cold_mask dispatch on the plan's size). The plan's
+ * entries, in the order of TokenIndex._make_grammar_plan: */
+enum {
+    GP_TRIE_MOD, GP_TRIE, GP_BYTE, GP_DEPTH, GP_SKIP, GP_TOKEN, GP_STACK, GP_ROW_TABLES, GP_DFA,
+    GP_EOS, GP_MASKS, GP_FROMBUFFER, GP_DTYPE, GP_NUM_WORDS, GP_NODE_FREE_KEY, GP_TOKEN_ENDS,
+    GP_NODE_FREE, GP_MAX_NODE_FREE, GP_SPLIT, GP_NEVER, GP_ROWS, GP_STEPS, GP_MAX_STEPS,
+    GP_TOKEN_BYTES, GP_SIZE
+};
+
+/* The cold mask of grammar configuration state (no form, no cached mask) as
+ * TokenIndex._grammar_mask makes it: the node-free mask of its key (node_free_key, called
+ * back) when one is kept, else the head split's (_walk_split, called back), else the trie walk
+ * (walk, with the trie's subtree tables and first nodes); EOS bits where it accepts; the
+ * node-free mask kept under its key; the mask stored read-only in the index's mask cache and
+ * its form in forms, and written into out[0 .. cols) (out NULL: not written; made not NULL:
+ * *made = a new reference to the mask). 1 done, 0 declined (nothing changed: the settings
+ * TokenTrie.walk reads leave this walk, the subtree tables are not built yet, or the mask is
+ * cached without a form), -1 with an error set. */
+static int grammar_cold_mask(PyObject *plan, PyObject *forms, PyObject *state, int32_t *out,
+                             Py_ssize_t cols, PyObject **made) {
+    PyObject *trie_mod = PyTuple_GET_ITEM(plan, GP_TRIE_MOD), *trie = PyTuple_GET_ITEM(plan, GP_TRIE);
+    PyObject *dfa = PyTuple_GET_ITEM(plan, GP_DFA), *lru = PyTuple_GET_ITEM(plan, GP_MASKS);
+    int ok = cp_flag(trie_mod, N_C, 1); /* TokenTrie.walk's C walk, its subtree shortcut */
+    if (ok == 1) ok = cp_flag(trie_mod, N_BELOW, 0);
+    if (ok <= 0) return ok;
+    long s = PyLong_AsLong(state);
+    if (s == -1 && PyErr_Occurred()) return -1;
+    Py_ssize_t words = PyLong_AsSsize_t(PyTuple_GET_ITEM(plan, GP_NUM_WORDS));
+    if (words < 0) return PyErr_Occurred() ? -1 : 0;
+    PyObject *below = NULL, *firsts = NULL;
+    { /* the subtree tables only once built (TokenTrie.walk counts walks before building
+       * them), and no mask cached without its form (bitmask's way, in Python) */
+        PyObject *held = PyObject_GenericGetDict(trie, NULL);
+        if (held == NULL) return -1;
+        PyObject *name = name_of(&cp_names[N_SUBTREE], CP_NAMES[N_SUBTREE]);
+        below = name ? PyDict_GetItemWithError(held, name) : NULL;
+        Py_XINCREF(below);
+        Py_DECREF(held);
+        if (below == NULL) return PyErr_Occurred() ? -1 : 0;
+        if (below == Py_None) {
+            Py_DECREF(below);
+            return 0;
+        }
+        PyObject *data = cp_attr(lru, N_DATA);
+        int has = data == NULL ? -1 : PyDict_Check(data) ? PyDict_Contains(data, state) : 1;
+        Py_XDECREF(data);
+        if (has) {
+            Py_DECREF(below);
+            return has < 0 ? -1 : 0;
+        }
+        firsts = cp_attr(trie, N_FIRSTS);
+        if (firsts == NULL) {
+            Py_DECREF(below);
+            return -1;
+        }
+    }
+    PyObject *shared = Py_None, *hit = NULL, *split = NULL, *bytes = NULL, *arr = NULL;
+    PyObject *node_free = PyTuple_GET_ITEM(plan, GP_NODE_FREE);
+    int rc = -1;
+    Py_INCREF(shared);
+    if (PyTuple_GET_ITEM(plan, GP_NODE_FREE_KEY) != Py_None) {
+        Py_SETREF(shared, PyObject_CallFunctionObjArgs(PyTuple_GET_ITEM(plan, GP_NODE_FREE_KEY),
+                                                       state, PyTuple_GET_ITEM(plan, GP_TOKEN_ENDS),
+                                                       NULL));
+        if (shared == NULL) goto done;
+        if (shared != Py_None) {
+            hit = PyDict_GetItemWithError(node_free, shared);
+            if (hit == NULL && PyErr_Occurred()) goto done;
+            Py_XINCREF(hit);
+        }
+    }
+    if (hit) {
+        arr = Py_NewRef(hit);
+    } else {
+        if (PyTuple_GET_ITEM(plan, GP_SPLIT) != Py_None) {
+            split = PyObject_CallOneArg(PyTuple_GET_ITEM(plan, GP_SPLIT), state);
+            if (split == NULL) goto done;
+        }
+        bytes = PyBytes_FromStringAndSize(NULL, 4 * words);
+        if (bytes == NULL) goto done;
+        uint32_t *mask = (uint32_t *)PyBytes_AS_STRING(bytes);
+        memset(mask, 0, 4 * words);
+        if (split && split != Py_None) { /* the split's mask */
+            Py_buffer sb;
+            if (get(split, &sb, 0, 4, "split mask") < 0) goto done;
+            int fits = sb.len == 4 * words;
+            if (fits) memcpy(mask, sb.buf, 4 * words);
+            PyBuffer_Release(&sb);
+            if (!fits) {
+                PyErr_SetString(PyExc_ValueError, "cold mask: the split mask is not [words]");
+                goto done;
+            }
+        } else { /* TokenTrie.walk(dfa, state, None, mask): walk's call, no row built first */
+            Py_buffer mb;
+            memset(&mb, 0, sizeof mb);
+            mb.buf = mask;
+            mb.len = 4 * words;
+            mb.itemsize = 4;
+            PyObject *argv[11] = {PyTuple_GET_ITEM(plan, GP_BYTE), PyTuple_GET_ITEM(plan, GP_DEPTH),
+                                  PyTuple_GET_ITEM(plan, GP_SKIP), PyTuple_GET_ITEM(plan, GP_TOKEN),
+                                  PyTuple_GET_ITEM(plan, GP_STACK), Py_None, Py_None, state,
+                                  PyTuple_GET_ITEM(plan, GP_ROW_TABLES), below, firsts};
+            PyObject *res = walk_into(argv, 11, 0, 0, 0, &mb);
+            if (res == NULL) goto done;
+            Py_DECREF(res);
+        }
+        PyObject *acc = cp_attr(dfa, N_ACCEPTING); /* an accepting state allows EOS */
+        Py_buffer ab, eb;
+        if (acc == NULL) goto done;
+        if (get(acc, &ab, 0, 1, "_accepting") < 0) {
+            Py_DECREF(acc);
+            goto done;
+        }
+        int accepting = s >= 0 && s < ab.len && ((const uint8_t *)ab.buf)[s];
+        PyBuffer_Release(&ab);
+        Py_DECREF(acc);
+        if (accepting) {
+            if (get(PyTuple_GET_ITEM(plan, GP_EOS), &eb, 0, 8, "eos") < 0) goto done;
+            const int64_t *e = eb.buf;
+            int bad = 0;
+            for (Py_ssize_t k = 0; k < eb.len / 8 && !bad; k++) {
+                bad = e[k] < 0 || e[k] >= 32 * words;
+                if (!bad) mask[e[k] >> 5] |= (uint32_t)1 << (e[k] & 31);
+            }
+            PyBuffer_Release(&eb);
+            if (bad) {
+                PyErr_SetString(PyExc_IndexError, "eos: an id outside the mask");
+                goto done;
+            }
+        }
+        arr = PyObject_CallFunctionObjArgs(PyTuple_GET_ITEM(plan, GP_FROMBUFFER), bytes,
+                                           PyTuple_GET_ITEM(plan, GP_DTYPE), NULL);
+        if (arr == NULL) goto done;
+        if (shared != Py_None) { /* the node-free mask kept for the key's other configurations */
+            Py_ssize_t bound = PyLong_AsSsize_t(PyTuple_GET_ITEM(plan, GP_MAX_NODE_FREE));
+            if (bound == -1 && PyErr_Occurred()) goto done;
+            if (!PyDict_Check(node_free)) {
+                PyErr_SetString(PyExc_TypeError, "cold plan: the node-free masks are no dict");
+                goto done;
+            }
+            if (PyDict_GET_SIZE(node_free) >= bound) PyDict_Clear(node_free);
+            if (PyDict_SetItem(node_free, shared, arr) < 0) goto done;
+        }
+    }
+    if (cp_lru_put(lru, state, arr) < 0) goto done;
+    { /* fill_form's: the form kept beside the mask while the cache holds it */
+        PyObject *form = row_form(NULL, arr), *data = form ? cp_attr(lru, N_DATA) : NULL;
+        int kept = data ? PyDict_Contains(data, state) : -1;
+        if (form == Py_None) {
+            PyErr_SetString(PyExc_TypeError, "cold mask: no row form");
+            kept = -1;
+        }
+        if (kept == 1) {
+            PyObject *entry = PyList_New(2);
+            if (entry) {
+                PyList_SET_ITEM(entry, 0, Py_NewRef(form));
+                PyList_SET_ITEM(entry, 1, Py_NewRef(Py_True));
+            }
+            kept = entry == NULL || PyDict_SetItem(forms, state, entry) < 0 ? -1 : 1;
+            Py_XDECREF(entry);
+        }
+        rc = kept < 0 || (out && write_words(out, cols, form) < 0) ? -1 : 1;
+        if (rc == 1 && made) *made = Py_NewRef(arr);
+        Py_XDECREF(form);
+        Py_XDECREF(data);
+    }
+done:
+    Py_XDECREF(arr);
+    Py_XDECREF(bytes);
+    Py_XDECREF(split);
+    Py_XDECREF(hit);
+    Py_XDECREF(shared);
+    Py_XDECREF(below);
+    Py_XDECREF(firsts);
+    return rc;
+}
+
+/* cold_mask or grammar_cold_mask by the plan's size */
+static int any_cold_mask(PyObject *plan, PyObject *forms, PyObject *state, int32_t *out,
+                         Py_ssize_t cols, PyObject **made) {
+    if (PyTuple_CheckExact(plan) && PyTuple_GET_SIZE(plan) == GP_SIZE)
+        return grammar_cold_mask(plan, forms, state, out, cols, made);
+    return cold_mask(plan, forms, state, out, cols, made);
+}
+
 /* cold_mask(plan, forms, state) -> the mask or None: fill_row's cold mask without the write,
  * for a destination fill_row does not take (an ndarray bitmask, a tensor written first): the
  * mask (int32 [num_words], read-only) made and stored as there; None, nothing changed, where
@@ -1212,7 +1398,7 @@ static PyObject *cold_mask_py(PyObject *self, PyObject *const *args, Py_ssize_t 
         Py_RETURN_NONE;
     }
     PyObject *made = NULL;
-    int done = cold_mask(args[0], args[1], args[2], NULL, 0, &made);
+    int done = any_cold_mask(args[0], args[1], args[2], NULL, 0, &made);
     if (done < 0) return NULL;
     if (!done || !made) Py_RETURN_NONE;
     return made;
@@ -1225,10 +1411,19 @@ static PyObject *cold_mask_py(PyObject *self, PyObject *const *args, Py_ssize_t 
  * another way (no cached row or mask: ByteDFA.walk in Python; settings without walk_direct). */
 static PyObject *cold_step(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 3 || !PyTuple_CheckExact(args[0]) || PyTuple_GET_SIZE(args[0]) != CP_SIZE) {
+    /* a grammar automaton's plan: its entries, its walk's settings, walk_bytes (not direct) */
+    int grammar = nargs == 3 && PyTuple_CheckExact(args[0]) && PyTuple_GET_SIZE(args[0]) == GP_SIZE;
+    if (!grammar
+        && (nargs != 3 || !PyTuple_CheckExact(args[0]) || PyTuple_GET_SIZE(args[0]) != CP_SIZE)) {
         PyErr_SetString(PyExc_TypeError, "cold_step(TokenIndex.cold_plan, state, token)");
         return NULL;
     }
+    const int CP_NEVER_ = grammar ? GP_NEVER : CP_NEVER, CP_ROWS_ = grammar ? GP_ROWS : CP_ROWS,
+              CP_MASKS_ = grammar ? GP_MASKS : CP_MASKS, CP_STEPS_ = grammar ? GP_STEPS : CP_STEPS,
+              CP_MAX_STEPS_ = grammar ? GP_MAX_STEPS : CP_MAX_STEPS,
+              CP_TOKEN_BYTES_ = grammar ? GP_TOKEN_BYTES : CP_TOKEN_BYTES,
+              CP_ROW_TABLES_ = grammar ? GP_ROW_TABLES : CP_ROW_TABLES,
+              CP_DFA_ = grammar ? GP_DFA : CP_DFA;
     PyObject *plan = args[0], *state = args[1];
     long s = PyLong_AsLong(state);
     if (s == -1 && PyErr_Occurred()) return NULL;
@@ -1236,12 +1431,12 @@ static PyObject *cold_step(PyObject *self, PyObject *const *args, Py_ssize_t nar
     Py_ssize_t tok = PyNumber_AsSsize_t(args[2], NULL); /* clipped: out of range either way */
     if (tok == -1 && PyErr_Occurred()) return NULL;
     Py_buffer nb;
-    if (get(PyTuple_GET_ITEM(plan, CP_NEVER), &nb, 0, 1, "never") < 0) return NULL;
+    if (get(PyTuple_GET_ITEM(plan, CP_NEVER_), &nb, 0, 1, "never") < 0) return NULL;
     int never = tok < 0 || tok >= nb.len || ((const uint8_t *)nb.buf)[tok];
     PyBuffer_Release(&nb);
     if (never) return PyLong_FromLong(-1);
     long nxt = -3; /* -3: not known yet */
-    PyObject *rows = cp_attr(PyTuple_GET_ITEM(plan, CP_ROWS), N_DATA);
+    PyObject *rows = cp_attr(PyTuple_GET_ITEM(plan, CP_ROWS_), N_DATA);
     if (rows == NULL) return NULL;
     PyObject *row = PyDict_Check(rows) ? PyDict_GetItemWithError(rows, state) : NULL;
     if (row) { /* the cached next-state row */
@@ -1256,7 +1451,7 @@ static PyObject *cold_step(PyObject *self, PyObject *const *args, Py_ssize_t nar
     Py_DECREF(rows);
     if (PyErr_Occurred()) return NULL;
     if (nxt == -3) {
-        PyObject *masks = cp_attr(PyTuple_GET_ITEM(plan, CP_MASKS), N_DATA);
+        PyObject *masks = cp_attr(PyTuple_GET_ITEM(plan, CP_MASKS_), N_DATA);
         if (masks == NULL) return NULL;
         PyObject *mask = PyDict_Check(masks) ? PyDict_GetItemWithError(masks, state) : NULL;
         int bit = -1; /* -1: no cached mask */
@@ -1273,24 +1468,25 @@ static PyObject *cold_step(PyObject *self, PyObject *const *args, Py_ssize_t nar
         if (bit == 0) {
             nxt = -1; /* refused by the cached mask */
         } else {
-            int ok = cp_settings(plan);
+            int ok = grammar ? cp_flag(PyTuple_GET_ITEM(plan, GP_TRIE_MOD), N_C, 1)
+                             : cp_settings(plan);
             if (ok <= 0) {
                 if (ok < 0) return NULL;
                 Py_RETURN_NONE;
             }
-            PyObject *data = PyList_GetItem(PyTuple_GET_ITEM(plan, CP_TOKEN_BYTES), tok);
+            PyObject *data = PyList_GetItem(PyTuple_GET_ITEM(plan, CP_TOKEN_BYTES_), tok);
             if (data == NULL) return NULL;
-            PyObject *argv[4] = {data, state, PyTuple_GET_ITEM(plan, CP_ROW_TABLES),
-                                 PyTuple_GET_ITEM(plan, CP_DFA)};
-            PyObject *res = walk_bytes_impl(argv, 4, 1);
+            PyObject *argv[4] = {data, state, PyTuple_GET_ITEM(plan, CP_ROW_TABLES_),
+                                 PyTuple_GET_ITEM(plan, CP_DFA_)};
+            PyObject *res = walk_bytes_impl(argv, grammar ? 3 : 4, !grammar);
             if (res == NULL) return NULL;
             nxt = PyLong_AsLong(res);
             Py_DECREF(res);
             if (nxt == -1 && PyErr_Occurred()) return NULL;
         }
     }
-    PyObject *steps = PyTuple_GET_ITEM(plan, CP_STEPS);
-    Py_ssize_t bound = PyLong_AsSsize_t(PyTuple_GET_ITEM(plan, CP_MAX_STEPS));
+    PyObject *steps = PyTuple_GET_ITEM(plan, CP_STEPS_);
+    Py_ssize_t bound = PyLong_AsSsize_t(PyTuple_GET_ITEM(plan, CP_MAX_STEPS_));
     if ((bound == -1 && PyErr_Occurred()) || !PyDict_CheckExact(steps)) {
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "cold_step: steps is no dict");
         return NULL;
@@ -1352,7 +1548,7 @@ static PyObject *fill_row(PyObject *self, PyObject *const *args, Py_ssize_t narg
         if (!entry) {
             if (PyErr_Occurred()) return NULL;
             if (nargs == 6 && args[5] != Py_None) { /* the cold mask, in this call */
-                int done = cold_mask(args[5], args[3], args[4], out, cols, NULL);
+                int done = any_cold_mask(args[5], args[3], args[4], out, cols, NULL);
                 if (done < 0) return NULL;
                 if (done) Py_RETURN_TRUE;
             }

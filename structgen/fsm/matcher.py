@@ -72,8 +72,8 @@ class Matcher(BaseMatcher):
         # the step after a memo miss (an index without it: ``_next``, through the memo)
         step = getattr(index, "token_step", None)
         self._token_step = step if self._steps is getattr(index, "steps", None) else None
-        # the C cold mask and step of a regex automaton (``TokenIndex.cold_plan``; None: the
-        # Python ways only)
+        # the C cold mask and step of a regex or grammar automaton (``TokenIndex.cold_plan``;
+        # None: the Python ways only)
         plan = getattr(index, "cold_plan", None) if self._token_step is not None else None
         self._cold = plan if isinstance(plan, tuple) and self._forms is forms else None
         self._dfa = index.dfa

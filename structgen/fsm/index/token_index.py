@@ -53,6 +53,7 @@ __all__ = [
     "pack_bitmask",
     "cold_mask",
     "cold_step",
+    "is_grammar_plan",
     "MAX_CACHE_BYTES",
     "MAX_STEP_MEMO",
 ]
@@ -63,6 +64,13 @@ __all__ = [
 # an extension without them)
 cold_step = getattr(trie._EXT, "cold_step", None)
 cold_mask = getattr(trie._EXT, "cold_mask", None)
+GRAMMAR_PLAN_SIZE = 24  # a grammar automaton's cold plan (``_make_grammar_plan``)
+
+
+def is_grammar_plan(plan: tuple | None) -> bool:
+    """True for a grammar automaton's ``cold_plan``. Raises: never."""
+    return plan is not None and len(plan) == GRAMMAR_PLAN_SIZE
+
 
 MAX_CACHE_BYTES = 256 << 20
 MAX_STEP_MEMO = 1 << 16  # memoised (state, token) steps per index (~10 MB at most)
@@ -153,6 +161,10 @@ class TokenIndex:
         # masks shared across the counts of X{lo,hi} (count_masks.py): regex automata only
         counted = isinstance(dfa, ByteDFA) and not self._reads_wildcards
         self._counts = CountView(dfa.arena, vocab) if counted else None
+        # a grammar automaton's first masks by ``_grammar_mask`` (``_walk``'s ways for it,
+        # without its frames); the trie walk's C call and arguments, chosen per setting
+        self._grammar_way = self._keys_own and not self._reads_wildcards and self._counts is None
+        self._trie_walk: tuple = (None, None, None, None, None)
 
     def next_states(self, state: int) -> np.ndarray:
         """int32 ``[vocab_size]``: state after each token from ``state``, -1 = not allowed.
@@ -185,7 +197,7 @@ class TokenIndex:
         if hit is not None:
             self._masks.touch(state)  # peek and touch: get without a Python call (hot)
             return hit
-        mask = self._walk(state, None)
+        mask = self._grammar_mask(state) if self._grammar_way else self._walk(state, None)
         self._masks.put(state, mask)
         return mask
 
@@ -205,12 +217,78 @@ class TokenIndex:
                 self.fill_forms[state] = form
         return form
 
+    def _grammar_mask(self, state: int) -> np.ndarray:
+        """``_walk(state, None)`` of a grammar automaton outside a marker view
+        (``_grammar_way``): the node-free mask shared under its key, else the head split,
+        else the whole trie walk (its C call made directly, ``_walk_trie``); the same mask,
+        caches and calls as ``_walk``, which stays the reference. Raises:
+        ``GrammarTooComplexError`` as ``bitmask``.
+        """
+        shared = None
+        if self._node_free_key is not None:
+            shared = self._node_free_key(state, self.vocab.token_ends)
+            if shared is not None:
+                hit = self._node_free.get(shared)
+                if hit is not None:
+                    return hit
+        mask = self._walk_split(state) if self._lexical is not None else None
+        if mask is None:
+            mask = np.zeros(self.num_words, np.int32)
+            self._walk_trie(state, mask)
+        if self.dfa.is_accepting(state):
+            set_bits(mask, self._eos)
+        mask.setflags(write=False)
+        if shared is not None:
+            if len(self._node_free) >= MAX_NODE_FREE:
+                self._node_free.clear()
+            self._node_free[shared] = mask
+        return mask
+
+    def _walk_trie(self, state: int, mask: np.ndarray) -> None:
+        """``TokenTrie.walk(dfa, state, None, mask)`` (a mask only, no whole row first): its
+        C walk called with the arguments ``_trie_walk`` keeps (the walk's stack shared: one
+        thread at a time) once the trie's subtree tables are built, for the settings
+        ``trie.walk`` reads (``trie.use_extension``, ``use_direct_rows``,
+        ``use_subtree_shortcut``); ``TokenTrie.walk`` itself otherwise (no extension, the
+        tables not built yet, duplicate ids). Raises: ``GrammarTooComplexError`` as
+        ``bitmask``.
+        """
+        walk = self._trie_walk
+        if walk[0] is not trie._c or walk[1] is not trie._direct or walk[2] is not trie._below:
+            walk = self._trie_walk = self._choose_trie_walk()
+        if walk[3] is None:
+            self._trie.walk(self.dfa, state, None, mask)
+            return
+        walk[3](*walk[4][0], mask, int(state), *walk[4][1])
+
+    def _choose_trie_walk(self) -> tuple:
+        """``(trie._c, trie._direct, trie._below, fn, (head, tail))`` for ``_walk_trie``:
+        ``fn(*head, mask, state, *tail)`` is ``TokenTrie.walk``'s C call (``fn`` None:
+        call ``TokenTrie.walk``). The subtree tables are read only once built (a trie's
+        first walk does not build them), so a None is chosen again at the next call.
+        """
+        key = (trie._c, trie._direct, trie._below)
+        tt, dfa = self._trie, self.dfa
+        tables = tt.__dict__.get("subtree_tables")
+        if trie._c is None or not tt.num_nodes or tt.dups.shape[0] or not trie._below:
+            return (*key, None, None)
+        if tables is None:  # TokenTrie.walk counts its walks and builds them
+            return (None, None, None, None, None)
+        fn = trie._walk_c(dfa)
+        tail = [trie._tables(dfa)]
+        if fn is trie._WALK_DIRECT:
+            tail.append(dfa)
+        tail += (tables, tt.first_nodes)
+        stack = np.empty(tt.max_depth + 1, np.int32)
+        head = (tt.byte, tt.depth, tt.skip, tt.token, stack, None)
+        return (*key, fn, (head, tuple(tail)))
+
     @property
     def cold_plan(self) -> tuple | None:
         """What the C cold paths of a regex automaton's state read (``csrc/tokentrie.c``,
-        ``cold_mask`` and ``cold_step``), or None where they do not apply (a grammar
-        automaton, a marker view, an automaton whose rows the C walk does not build, the
-        extension without them). Built once per index.
+        ``cold_mask`` and ``cold_step``), or None where they do not apply (a marker view, an
+        automaton whose rows the C walk does not build, the extension without them); a
+        grammar automaton's (below). Built once per index.
 
         With it, ``masks.fill_row(dst, tensor, row, fill_forms, state, plan)`` does
         ``fill_form``'s work for a state with no form yet when ``_walk`` would walk the
@@ -224,7 +302,15 @@ class TokenIndex:
         fill_forms, state)`` is that work without the write (the mask, or None: declined or
         already made), for a destination ``fill_row`` does not take (an ``ndarray``).
         ``cold_step(plan, state, token)`` is ``token_step`` where the state has a cached row
-        or mask (None: declined, nothing done). Raises: never.
+        or mask (None: declined, nothing done).
+
+        A grammar automaton's plan (``_grammar_way``, a trie without duplicate ids, the C
+        walk's plain ``walk``) is a shorter tuple, ``_make_grammar_plan``'s, which the same
+        two mask calls take for ``_grammar_mask``'s ways (``node_free_key`` and
+        ``_walk_split`` called back, the whole walk in C; declined while the trie's subtree
+        tables are not built or the settings ``TokenTrie.walk`` reads leave that walk), and
+        ``cold_step`` for ``token_step`` (``walk_bytes``, not direct; declined without the
+        C walk). Raises: never.
         """
         plan = self.__dict__.get("_cold_plan", False)
         if plan is False:
@@ -233,6 +319,8 @@ class TokenIndex:
 
     def _make_cold_plan(self) -> tuple | None:
         """``cold_plan``'s tuple, in the order of ``csrc/tokentrie.c``'s ``CP_*``."""
+        if self._grammar_way:
+            return self._make_grammar_plan()
         dfa, tt = self.dfa, self._trie
         usable = (
             cold_step is not None
@@ -278,6 +366,50 @@ class TokenIndex:
             self.steps,
             MAX_STEP_MEMO,
             self._walk_split if self._lexical is not None else None,
+        )
+
+    def _make_grammar_plan(self) -> tuple | None:
+        """A grammar automaton's ``cold_plan``, in the order of ``csrc/tokentrie.c``'s
+        ``GP_*``; None where its C call would not be ``TokenTrie.walk``'s (duplicate ids, a
+        ``ByteDFA``-like automaton that builds rows itself), where ``token_step`` reads
+        wildcard edges, or the extension lacks it.
+        """
+        dfa, tt = self.dfa, self._trie
+        usable = (
+            cold_mask is not None
+            and trie._READS_PENDING
+            and not getattr(dfa, "row_tables_builds_and_derives", False)
+            and tt.num_nodes > 0
+            and not tt.dups.shape[0]
+            and not self._edge_only
+        )
+        if not usable:
+            return None
+        return (
+            trie,
+            tt,
+            tt.byte,
+            tt.depth,
+            tt.skip,
+            tt.token,
+            np.empty(tt.max_depth + 1, np.int32),  # the walk's stack (one thread at a time)
+            trie._tables(dfa),
+            dfa,
+            self._eos,
+            self._masks,
+            np.frombuffer,
+            np.dtype(np.int32),
+            self.num_words,
+            self._node_free_key,
+            self.vocab.token_ends if self._node_free_key is not None else None,
+            self._node_free,
+            MAX_NODE_FREE,
+            self._walk_split if self._lexical is not None else None,
+            self._never,
+            self._rows,
+            self.steps,
+            MAX_STEP_MEMO,
+            self.vocab.token_bytes,
         )
 
     @property

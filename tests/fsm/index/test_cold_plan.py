@@ -251,14 +251,17 @@ def test_cold_step_equals_byte_walk(smollm2_tokenizer, smollm2_vocab) -> None:
 
 
 def test_no_plan_where_it_does_not_apply(tiny_vocab: Vocabulary) -> None:
-    """A grammar automaton has no plan (its masks take other ways); a regex over a
-    hand-built vocabulary has one, and its masks equal the plan-off ones."""
+    """A grammar automaton has no regex plan (its masks take a grammar plan's way,
+    ``test_grammar_way.py``; no ``cold_step``); a regex over a hand-built vocabulary has one,
+    and its masks equal the plan-off ones."""
     from structgen.fsm import compile_grammar
 
     g = compile_grammar('root ::= "a" root | "b"', tiny_vocab, syntax="gbnf")
-    assert getattr(g, "token_index", None) is None or g.token_index.cold_plan is None
+    plan = g.matcher()._index.cold_plan
+    assert plan is None or token_index.is_grammar_plan(plan)
     grammar = compile_regex("(ab|c)+", tiny_vocab)
-    assert grammar.token_index.cold_plan is not None
+    plan = grammar.token_index.cold_plan
+    assert plan is not None and not token_index.is_grammar_plan(plan)
     masks = []
     for cold in (False, True):
         clear_cache()

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.machinery
 import importlib.util
 import os
 import statistics
@@ -30,6 +29,8 @@ import sys
 import time
 
 import torch
+
+from benchmarks.support import load_extension
 
 
 def _decode_timer(model, setup=None):
@@ -71,14 +72,6 @@ def _llama_cpp_timer():
     return one
 
 
-def _load_ext(path: str):
-    """The extension module built at ``path`` (a second copy of ``_decodestep``, loaded aside)."""
-    name = "structgen.runtime.cpu._decodestep"
-    loader = importlib.machinery.ExtensionFileLoader(name, path)
-    spec = importlib.util.spec_from_file_location(name, path, loader=loader)
-    return importlib.util.module_from_spec(spec)
-
-
 @contextlib.contextmanager
 def _busy_loops(n: int):
     """``n`` busy Python loops at nice 19 for the duration of the block (then killed)."""
@@ -112,7 +105,9 @@ def main() -> None:
     q8 = apply_activation_dtype(load_model(None, torch.float32, "cpu", "gguf").model, "int8")
     f32 = apply_activation_dtype(load_model(None, torch.float32, "cpu", "gguf").model, "float32")
     ext = decode_step._ext
-    base = _load_ext(args.baseline_ext) if args.baseline_ext else None
+    base = None
+    if args.baseline_ext:
+        base = load_extension(args.baseline_ext, "structgen.runtime.cpu._decodestep")
 
     def on():
         decode_step.set_enabled(True)

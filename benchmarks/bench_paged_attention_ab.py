@@ -21,24 +21,14 @@ prompt of T tokens prefilled in one call (token t at position t, keys 0 .. t: th
 from __future__ import annotations
 
 import argparse
-import importlib.machinery
-import importlib.util
 import time
 
 import torch
 
-from benchmarks.support import interleaved_rounds, medians
+from benchmarks.support import interleaved_rounds, load_extension, medians
 
 H, KVH, D, LAYERS, PS = 9, 3, 64, 30, 16
 _DT = {torch.float32: 0, torch.bfloat16: 1}
-
-
-def _load_ext(path: str):
-    """The extension module built at ``path`` (a second copy of ``_cpuops``, loaded aside)."""
-    name = "structgen.runtime.cpu._cpuops"
-    loader = importlib.machinery.ExtensionFileLoader(name, path)
-    spec = importlib.util.spec_from_file_location(name, path, loader=loader)
-    return importlib.util.module_from_spec(spec)
 
 
 def _layers(rows: int, num_pages: int, dtype: torch.dtype, g: torch.Generator):
@@ -109,7 +99,7 @@ def main() -> None:
     args = ap.parse_args()
     from structgen.runtime.cpu import _cpuops as new
 
-    base = _load_ext(args.base)
+    base = load_extension(args.base, "structgen.runtime.cpu._cpuops")
     dtype = torch.float32 if args.dtype == "fp32" else torch.bfloat16
     if args.prefill:
         print(f"| prefill tokens | {args.dtype} base ms | this ms | speed-up |")

@@ -20,8 +20,7 @@ import time
 
 import torch
 
-from benchmarks.bench_paged_attention_ab import _load_ext
-from benchmarks.support import interleaved_rounds, medians
+from benchmarks.support import interleaved_rounds, load_extension, medians
 
 
 def main() -> None:
@@ -34,7 +33,8 @@ def main() -> None:
     import structgen.runtime.cpu.ops as cpu_ops
     from structgen import Engine, SamplingParams
 
-    exts = {"base": _load_ext(args.base), "this": cpu_ops._ext}
+    base = load_extension(args.base, "structgen.runtime.cpu._cpuops")
+    exts = {"base": base, "this": cpu_ops._ext}
     engine = Engine(dtype="float32")
     sp = SamplingParams(max_tokens=1, temperature=0.0, ignore_eos=True, logprobs=1)
     print("| prompt tokens | base TTFT s (CPU) | this TTFT s (CPU) | speed-up |")

@@ -22,8 +22,7 @@ import time
 
 import torch
 
-from benchmarks.bench_decode_step import _load_ext
-from benchmarks.support import interleaved_rounds, medians
+from benchmarks.support import interleaved_rounds, load_extension, medians
 
 
 def _sequences(model, rows: int, prefix: int, suffix: tuple[int, int]):
@@ -61,7 +60,8 @@ def main() -> None:
     from structgen.runtime.quantization import apply_activation_dtype
 
     model = apply_activation_dtype(load_model(None, torch.float32, "cpu", "gguf").model, "int8")
-    exts = {"b": _load_ext(args.base), "n": decode_step._ext}
+    base = load_extension(args.base, "structgen.runtime.cpu._decodestep")
+    exts = {"b": base, "n": decode_step._ext}
     clock = time.thread_time if args.threads == 1 else time.perf_counter
     suffix = tuple(map(int, args.suffix.split(",")))
     print(f"| rows | prefix | suffix | base ms | this ms | speed-up |  ({args.threads} threads)")

@@ -30,8 +30,6 @@ Before the timed steps the process id is written to ``--ready`` and the script s
 from __future__ import annotations
 
 import argparse
-import importlib.machinery
-import importlib.util
 import os
 import statistics
 import sys
@@ -40,17 +38,9 @@ from pathlib import Path
 
 import torch
 
+from benchmarks.support import load_extension
+
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
-
-
-def _load_ext(path: str):
-    """The ``_decodestep`` extension built at ``path``, loaded beside this tree's."""
-    name = "structgen.runtime.cpu._decodestep"
-    loader = importlib.machinery.ExtensionFileLoader(name, path)
-    spec = importlib.util.spec_from_file_location(name, path, loader=loader)
-    mod = importlib.util.module_from_spec(spec)
-    loader.exec_module(mod)
-    return mod
 
 
 def main() -> None:
@@ -86,7 +76,7 @@ def main() -> None:
 
     builds = {"this": decode_step._ext}
     if args.base_ext:
-        builds["base"] = _load_ext(args.base_ext)
+        builds["base"] = load_extension(args.base_ext, "structgen.runtime.cpu._decodestep")
     elif args.base_head:
         builds["base"] = decode_step._ext
     rewind = len(builds) > 1

@@ -9,7 +9,9 @@
 * ``planned_walk``: a seeded random token walk with jump-forward plans applied as the
   engine applies them;
 * ``alternating`` / ``interleaved_rounds`` / ``medians``: the rounds of an A/B (or A/A/B)
-  comparison in one process, arms in alternating order, and their medians.
+  comparison in one process, arms in alternating order, and their medians;
+* ``load_extension``: another build of a C extension (e.g. the base checkout's ``.so``),
+  loaded beside this tree's for an A/B.
 
 The corpus tests' canonical serialization lives beside it, in ``benchmarks/corpus.py``.
 Import as ``benchmarks.support`` (the repository root on ``sys.path``: pytest puts it
@@ -18,10 +20,15 @@ there, and each benchmark inserts it).
 
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
+import os
 import socket
 import statistics
+import sys
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any, TypeVar
 
 README_EXTRACT_ARGS = [
@@ -311,3 +318,37 @@ def medians(results: Mapping[Arm, Sequence[float]]) -> dict[Arm, float]:
         statistics.StatisticsError: an arm with no measurement.
     """
     return {arm: statistics.median(values) for arm, values in results.items()}
+
+
+def load_extension(path: str | os.PathLike, name: str) -> ModuleType:
+    """The C extension module built at ``path``, loaded beside this tree's own copy of it
+    (another checkout's build of the same extension, for an A/B in one process).
+
+    Args:
+        path: the extension's shared object (``.so``), e.g. the base checkout's
+            ``structgen/runtime/cpu/_decodestep*.so``.
+        name: its import name, e.g. ``"structgen.runtime.cpu._decodestep"`` (its last part
+            names the module's init function, ``PyInit__decodestep``).
+
+    Returns:
+        The loaded module, initialised; not entered in ``sys.modules``, so imports of
+        ``name`` still give this tree's build.
+
+    Raises:
+        FileNotFoundError: no file at ``path``.
+        ImportError: the file is not an extension that defines ``name``'s init function.
+    """
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no extension module at {os.fspath(path)!r}")
+    loader = importlib.machinery.ExtensionFileLoader(name, os.fspath(path))
+    spec = importlib.util.spec_from_file_location(name, path, loader=loader)
+    before = sys.modules.get(name)
+    try:
+        module = importlib.util.module_from_spec(spec)
+        loader.exec_module(module)
+    finally:  # a single-phase init enters the new module in sys.modules: undo that
+        if before is not None:
+            sys.modules[name] = before
+        else:
+            sys.modules.pop(name, None)
+    return module

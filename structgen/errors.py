@@ -188,6 +188,8 @@ class ProgramError(StructgenError):
         filename: file of the program's line that raised (or called what raised).
         lineno: that line's number.
         original: the exception the program raised (also ``__cause__``).
+        cut_by: the ``original``'s ``cut_by`` (a :class:`LengthLimit`) where a limit cut
+            a gen's output that the program could not use (an ExtractionError); else None.
     """
 
     def __init__(
@@ -201,6 +203,11 @@ class ProgramError(StructgenError):
         self.filename = filename
         self.lineno = lineno
         self.original = original
+
+    @property
+    def cut_by(self) -> LengthLimit | None:
+        """See the class's attributes. Raises: never."""
+        return getattr(self.original, "cut_by", None)
 
 
 class DistributedError(StructgenError):

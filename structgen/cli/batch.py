@@ -3,8 +3,10 @@
 ``extract`` reports each text's result as it finishes (completion order); the CLI writes
 one line per text in input order, so a finished result waits until every
 earlier one is written. On JSON Lines input a progress bar runs on stderr, an output cut
-by ``max_tokens`` gets a warning line there as it finishes, and ``summary()`` gives the
-closing line (documents, time, rate, the texts cut and failed, named ``FILE:LINE``).
+by ``max_tokens`` or the end of the model's context (its JSON closed early by the grammar)
+gets a warning line there as it finishes, naming the limit, and ``summary()`` gives the
+closing line (documents, time, rate, the texts cut by each limit and the failed ones, named
+``FILE:LINE``).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from structgen.errors import ExtractionError
+from structgen.errors import ExtractionError, LengthLimit
 
 __all__ = ["BatchWriter"]
 
@@ -31,12 +33,14 @@ class BatchWriter:
         num_texts: how many texts the batch has (the progress bar's total).
         where: a text's index -> its name in messages (``FILE:LINE``, or ``"text"``).
         is_lines: JSON Lines input: a progress bar on stderr and named result lines.
-        max_tokens: the token budget, named in the warning of a cut output.
+        max_tokens: the token budget, named for a cut output whose result does not say
+            which limit cut it (``ExtractionResult.cut_by`` None).
 
     Attributes:
         failed: indices of the texts whose result is an ExtractionError, as they finished.
-        truncated: indices of the texts whose output ``max_tokens`` cut (the grammar
-            closed the JSON early), as they finished.
+        truncated: indices of the texts whose output a limit cut (the grammar closed the
+            JSON early), as they finished.
+        cut_by: the limit that cut each of ``truncated`` (a ``LengthLimit``), by index.
     """
 
     def __init__(
@@ -49,6 +53,7 @@ class BatchWriter:
     ) -> None:
         self.failed: list[int] = []
         self.truncated: list[int] = []
+        self.cut_by: dict[int, LengthLimit] = {}
         self._write = write
         self._num_texts = num_texts
         self._where = where
@@ -71,9 +76,11 @@ class BatchWriter:
         if isinstance(res, ExtractionError):
             self.failed.append(i)
         elif res.truncated:
+            limit = res.cut_by or LengthLimit("max_tokens", self._max_tokens)
             self.truncated.append(i)
+            self.cut_by[i] = limit
             self._bar.write(
-                f"structgen: warning: {self._where(i)}: cut by max_tokens={self._max_tokens}; "
+                f"structgen: warning: {self._where(i)}: cut by {limit}; "
                 "the grammar closed the JSON early, so later fields may be shortened",
                 file=sys.stderr,
             )
@@ -89,13 +96,16 @@ class BatchWriter:
 
     def summary(self) -> str:
         """The closing line: documents, seconds since the writer started, documents per
-        second, then the texts cut by ``max_tokens`` and the failed ones (ten named at most).
+        second, then the texts cut by ``max_tokens``, those cut by the end of the model's
+        context, and the failed ones (ten named at most per group).
         """
         elapsed = time.perf_counter() - self._start
         n = self._num_texts
         summary = f"{n} documents in {elapsed:.1f} s ({n / elapsed:.2f} documents/s)"
-        if self.truncated:
-            summary += f"; {len(self.truncated)} cut by max_tokens ({self._names(self.truncated)})"
+        for name, words in (("max_tokens", "max_tokens"), ("context", "the model's context")):
+            cut = [i for i in self.truncated if self.cut_by[i].name == name]
+            if cut:
+                summary += f"; {len(cut)} cut by {words} ({self._names(cut)})"
         if self.failed:
             summary += f"; {len(self.failed)} failed ({self._names(self.failed)})"
         return summary

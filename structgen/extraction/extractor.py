@@ -567,10 +567,11 @@ def _result(
         value, truncated = _parse(out, model_cls, schema, cut)
     except ExtractionError as exc:
         return exc
-    if truncated:
+    limit = cut(out) if truncated else None
+    if limit is not None:
         warn_at_user_frame(
             ExtractionTruncatedWarning(
-                f"extraction of text {index} was cut by {cut(out)}; the grammar closed "
+                f"extraction of text {index} was cut by {limit}; the grammar closed "
                 "the JSON early, so its later fields may be shortened",
                 index=index,
                 raw_text=out.text,
@@ -578,7 +579,7 @@ def _result(
         )
     if not details:
         return value
-    return ExtractionResult(value, truncated, out.finish_reason, out.text, tuple(copied))
+    return ExtractionResult(value, truncated, out.finish_reason, out.text, tuple(copied), limit)
 
 
 def _parse(out: Any, model_cls: Any, schema: Any, cut: _Cut) -> tuple[Any, bool]:

@@ -69,6 +69,13 @@ class TokenizerBackend:
             self._healing[token_id] = hit
         return hit
 
+    def max_request_tokens(self) -> int | None:
+        """Most tokens (prompt + output) one request can hold on this backend, where it
+        says (an engine's ``max_request_tokens()``); None here: a remote server does not.
+        Raises: never.
+        """
+        return None
+
     @property
     def special_ids(self) -> frozenset[int]:
         """Ids of the tokenizer's special tokens (never healed)."""
@@ -102,6 +109,12 @@ class EngineBackend(TokenizerBackend):
     def chat_ids(self, messages: list[dict]) -> list[int]:
         """``messages`` rendered by the model's chat template, generation prompt added."""
         return self.engine.apply_chat_template(messages)
+
+    def max_request_tokens(self) -> int:
+        """The engine's ``max_request_tokens()``: the model's context or the KV cache's
+        size, whichever is smaller. Raises: never.
+        """
+        return self.engine.max_request_tokens()
 
     # ----------------------------------------------------------- generation
     def generate(

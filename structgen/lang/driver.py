@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable, Generator
 
-from structgen.errors import ExtractionError, RequestError
+from structgen.errors import ExtractionError, LengthLimit, RequestError
 from structgen.lang.expr import (
     Concat,
     Expr,
@@ -37,6 +37,7 @@ __all__ = [
     "Call",
     "ForkedStates",
     "common_prefix",
+    "cut_by",
     "drive",
     "interpret",
     "option_score",
@@ -183,32 +184,87 @@ def _template(state: Any, t: TemplateFill) -> Steps:
     if tpl.prefix:
         state._append(tpl.prefix)
     params = SamplingParams(max_tokens=t.max_tokens, temperature=t.temperature)
-    text, out = yield from _generate(state, tpl.constraint, params, t.token_healing, "template")
-    res = tpl.parse(text)
+    text, out, limit = yield from _generate(
+        state, tpl.constraint, params, t.token_healing, "template"
+    )
+    try:
+        res = tpl.parse(text)
+    except RequestError as exc:
+        if limit is None:
+            raise
+        raise RequestError(
+            f"the template's output was cut by {limit} before it matched the template; "
+            f"{_remedy(limit, 'max_tokens')} (output: {text!r})"
+        ) from exc
     res.output = out
     if t.result_name is not None:
-        state._capture(t.result_name, res, out)
+        state._capture(t.result_name, res, out, limit)
     else:
         for name, value in res.items():
-            state._capture(name, value, out)
+            state._capture(name, value, out, limit)
 
 
 def _generate(
     state: Any, constraint: Any, params: SamplingParams, token_healing: bool, what: str
 ) -> Steps:
-    """One gen call on the prompt so far (healed); appends and returns (text, output)."""
+    """One gen call on the prompt so far (healed); appends and returns ``(text, output,
+    cut_by)``, ``cut_by`` the limit that cut the output (:func:`cut_by`) or None.
+    """
     ids = state._prompt_ids()
     healing = heal(state.backend, ids) if token_healing else Healing(ids)
+    sent = params
     if healing.removed:
         constraint = healing.constraint(constraint)
-        params = dataclasses.replace(params, max_tokens=params.max_tokens + 1)
+        sent = dataclasses.replace(params, max_tokens=params.max_tokens + 1)
     on_delta = _stream_delta(state, len(healing.removed)) if state._sink else None
-    (out,) = yield [Call(healing.prompt_ids, params, constraint, on_delta)]
+    (out,) = yield [Call(healing.prompt_ids, sent, constraint, on_delta)]
     if out.finish_reason == "error":
         raise RequestError(f"{what} failed: {out.error}")
     text = out.text[len(healing.removed) :] if out.text.startswith(healing.removed) else out.text
     state._append(text, streamed=on_delta is not None)
-    return text, out
+    limit = cut_by(out, sent.max_tokens, params.max_tokens, state.backend.max_request_tokens())
+    return text, out, limit
+
+
+def cut_by(
+    out: RequestOutput, sent_max_tokens: int, max_tokens: int, context_tokens: int | None
+) -> LengthLimit | None:
+    """The limit that cut a gen's output (``errors.length_limit``'s rule), or None when
+    it did not finish with ``finish_reason="length"``.
+
+    Args:
+        out: the output; its length is ``len(out.token_ids)``, or, where the backend sends
+            no token ids (``OpenAIBackend``), ``out.metrics.num_generated_tokens``.
+        sent_max_tokens: the ``max_tokens`` the call was sent with (the gen's own, plus
+            one when token healing removed a prompt token the output generates again).
+        max_tokens: the gen's ``max_tokens``, the value a ``max_tokens`` cut names.
+        context_tokens: most tokens (prompt + output) one request can hold on the
+            backend (``backend.max_request_tokens()``); None where the backend does not
+            say: the prompt's and output's tokens together, where the context ended.
+
+    Returns:
+        ``LengthLimit("max_tokens", max_tokens)`` when the output has ``sent_max_tokens``
+        tokens (or its length is unknown), else ``LengthLimit("context", ...)``; None for
+        an output that was not cut.
+
+    Raises:
+        never.
+    """
+    if out.finish_reason != "length":
+        return None
+    n = len(out.token_ids) or out.metrics.num_generated_tokens
+    if n == 0 or n >= sent_max_tokens:
+        return LengthLimit("max_tokens", max_tokens)
+    if context_tokens is None:
+        context_tokens = out.metrics.num_prompt_tokens + n
+    return LengthLimit("context", context_tokens)
+
+
+def _remedy(limit: LengthLimit, budget: str = "the gen's max_tokens") -> str:
+    """What to change for an output ``limit`` cut, in the DSL's terms (``budget``: the
+    ``max_tokens`` to raise).
+    """
+    return limit.remedy(f"raise {budget}", "shorten the prompt, or raise the model's max_model_len")
 
 
 def _gen(state: Any, g: Gen) -> Steps:
@@ -223,20 +279,25 @@ def _gen(state: Any, g: Gen) -> Steps:
         fmt = detect_format(getattr(tokenizer, "chat_template", None))
         tools, choice, parallel = g.tools
         constraint = tool_call_constraint(fmt, list(tools), choice, parallel)
-    text, out = yield from _generate(state, constraint, params, g.token_healing, f"gen {g.name!r}")
+    text, out, limit = yield from _generate(
+        state, constraint, params, g.token_healing, f"gen {g.name!r}"
+    )
     value: Any = text
     if g.schema is not None:
-        value = _parse_json(text, g.schema, out.finish_reason)
+        value = _parse_json(text, g.schema, out.finish_reason, limit)
     elif fmt is not None:
-        value = _parse_calls(text, fmt, g.tools[1], out.finish_reason)
-    state._capture(g.name, value, out)
+        value = _parse_calls(text, fmt, g.tools[1], out.finish_reason, limit)
+    state._capture(g.name, value, out, limit)
 
 
-def _parse_calls(text: str, fmt: Any, choice: Any, finish_reason: str | None) -> list[dict]:
+def _parse_calls(
+    text: str, fmt: Any, choice: Any, finish_reason: str | None, limit: LengthLimit | None
+) -> list[dict]:
     """The calls of a ``gen(tools=...)``: ``[{"name", "arguments"}]``.
 
     Raises:
-        ExtractionError: a call cut by ``max_tokens`` (its arguments are not JSON).
+        ExtractionError: a call's arguments are not JSON: ``limit`` (``max_tokens`` or the
+            end of the context, set as its ``cut_by``) cut the call.
     """
     from structgen.tools import ToolCallParser, collect
 
@@ -247,10 +308,16 @@ def _parse_calls(text: str, fmt: Any, choice: Any, finish_reason: str | None) ->
         try:
             args = json.loads(c["function"]["arguments"])
         except json.JSONDecodeError:
+            why = (
+                f"was cut by {limit} inside a call; {_remedy(limit)}"
+                if limit is not None
+                else "ended inside a call (its arguments are not JSON)"
+            )
             raise ExtractionError(
-                "gen(tools=...) hit max_tokens inside a call; raise max_tokens",
+                f"gen(tools=...) {why}",
                 raw_text=text,
                 finish_reason=finish_reason,
+                cut_by=limit,
             ) from None
         out.append({"name": c["function"]["name"], "arguments": args})
     return out
@@ -311,33 +378,38 @@ def option_score(base: list[int], full: list[int], out: RequestOutput) -> float:
     return sum(lps) / max(1, len(lps))
 
 
-def _parse_json(text: str, schema: Any, finish_reason: str | None) -> Any:
-    """The JSON value of a ``gen(json_schema=...)``; cut by ``max_tokens``, it is returned
-    when the grammar's token budget had closed the JSON (``state.truncated(name)`` tells),
-    and raises ExtractionError when the JSON is not complete and schema-valid.
+def _parse_json(
+    text: str, schema: Any, finish_reason: str | None, limit: LengthLimit | None
+) -> Any:
+    """The JSON value of a ``gen(json_schema=...)``; cut by ``limit`` (``max_tokens`` or the
+    end of the context), it is returned when the grammar's token budget had closed the JSON
+    (``state.truncated(name)`` and ``state.cut_by(name)`` tell), and raises ExtractionError
+    (``cut_by`` = ``limit``) when the JSON is not complete and schema-valid.
     """
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        if finish_reason == "length":
+        if limit is not None:
             raise ExtractionError(
-                "gen(json_schema=...) hit max_tokens before the JSON was complete; "
-                "raise max_tokens",
+                f"gen(json_schema=...) hit {limit} before the JSON was complete; {_remedy(limit)}",
                 raw_text=text,
                 finish_reason=finish_reason,
+                cut_by=limit,
             ) from None
         raise ExtractionError(f"generated text is not JSON: {exc}", text, finish_reason) from exc
-    if finish_reason == "length" and not (
-        isinstance(schema, type) and hasattr(schema, "model_validate")
-    ):
-        _check_schema_valid(value, schema, text, finish_reason)
+    if limit is not None and not (isinstance(schema, type) and hasattr(schema, "model_validate")):
+        _check_schema_valid(value, schema, text, finish_reason, limit)
     if isinstance(schema, type) and hasattr(schema, "model_validate"):
         return schema.model_validate(value)
     return value
 
 
-def _check_schema_valid(value: Any, schema: Any, text: str, finish_reason: str | None) -> None:
-    """Raise ExtractionError unless ``value`` is valid against the JSON Schema ``schema``."""
+def _check_schema_valid(
+    value: Any, schema: Any, text: str, finish_reason: str | None, limit: LengthLimit
+) -> None:
+    """Raise ExtractionError (``cut_by`` = ``limit``, the limit that cut the output) unless
+    ``value`` is valid against the JSON Schema ``schema``.
+    """
     import jsonschema
 
     from structgen.fsm.spec import schema_for
@@ -347,8 +419,9 @@ def _check_schema_valid(value: Any, schema: Any, text: str, finish_reason: str |
     if error is not None:
         where = "/" + "/".join(str(p) for p in error.absolute_path)
         raise ExtractionError(
-            f"gen(json_schema=...) was cut by max_tokens and its JSON is not schema-valid "
+            f"gen(json_schema=...) was cut by {limit} and its JSON is not schema-valid "
             f"at {where}: {error.message}",
             raw_text=text,
             finish_reason=finish_reason,
+            cut_by=limit,
         )

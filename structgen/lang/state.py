@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from structgen.errors import RequestError
+from structgen.errors import LengthLimit, RequestError
 from structgen.lang.driver import ForkedStates, run_one
 from structgen.lang.expr import as_expr
 from structgen.runtime.outputs import RequestOutput
@@ -52,6 +52,7 @@ class ProgramState:
         self._captures: dict[str, Any] = {}
         self.outputs: dict[str, RequestOutput] = {}  # capture name -> its RequestOutput
         self._scores: dict[str, dict[str, float]] = {}  # select name -> option scores
+        self._cut_by: dict[str, LengthLimit] = {}  # capture name -> the limit that cut it
         self._seed_offset = 0  # added to gen seeds (branch i of a broadcast fork: i)
 
     # ------------------------------------------------------------ reading
@@ -71,7 +72,8 @@ class ProgramState:
         return self._captures.get(name, default)
 
     def truncated(self, name: str) -> bool:
-        """Whether the generation captured as ``name`` stopped at its ``max_tokens``.
+        """Whether the generation captured as ``name`` was cut: it stopped at its
+        ``max_tokens`` or at the end of the model's context (:meth:`cut_by` tells which).
 
         For a ``gen(json_schema=...)`` the capture is still the complete, schema-valid
         value: the grammar's token budget closed the JSON early (later fields may be
@@ -80,13 +82,27 @@ class ProgramState:
         Raises:
             KeyError: no generation was captured as ``name``.
         """
+        return self._output(name).finish_reason == "length"
+
+    def cut_by(self, name: str) -> LengthLimit | None:
+        """The limit that cut the generation captured as ``name``: a
+        :class:`~structgen.errors.LengthLimit` (``name`` ``"max_tokens"`` with the gen's
+        ``max_tokens``, or ``"context"`` with the most tokens, prompt included, one request
+        can hold); None when it was not cut (:meth:`truncated` is False).
+
+        Raises:
+            KeyError: no generation was captured as ``name``.
+        """
+        self._output(name)
+        return self._cut_by.get(name)
+
+    def _output(self, name: str) -> RequestOutput:
         try:
-            out = self.outputs[name]
+            return self.outputs[name]
         except KeyError:
             raise KeyError(
                 f"no generation captured as {name!r}; generated: {sorted(self.outputs)}"
             ) from None
-        return out.finish_reason == "length"
 
     def select_scores(self, name: str) -> dict[str, float]:
         """The normalised log-probability of every option of the select named ``name``."""
@@ -165,6 +181,7 @@ class ProgramState:
         c._captures = dict(self._captures)
         c.outputs = dict(self.outputs)
         c._scores = dict(self._scores)
+        c._cut_by = dict(self._cut_by)
         c._seed_offset = self._seed_offset
         return c
 
@@ -210,12 +227,20 @@ class ProgramState:
             )
         return self.backend.encode(self._open_turn_text(extra))
 
-    def _capture(self, name: str | None, value: Any, out: RequestOutput | None = None) -> None:
+    def _capture(
+        self,
+        name: str | None,
+        value: Any,
+        out: RequestOutput | None = None,
+        cut_by: LengthLimit | None = None,
+    ) -> None:
         if name is None:
             return
         self.set(name, value)
         if out is not None:
             self.outputs[name] = out
+        if cut_by is not None:
+            self._cut_by[name] = cut_by
 
     def _open_turn(self, role: str) -> None:
         """Start a chat turn of ``role`` (the state becomes a chat).

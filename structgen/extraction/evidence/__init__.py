@@ -320,7 +320,10 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   free string, a number and a ``unit`` field, a free string or an enum) from the text's
   one longest list of two or more goods, each a quantity, a unit or none, and a name,
   that holds a model item ("800 g tomatoes, 1 onion, 2 tbsp olive oil", "half a
-  teaspoon of baking powder": ``counted.unit_items``).
+  teaspoon of baking powder": ``counted.unit_items``); an array of weekly sessions (a
+  weekday enum, two times, at most a nullable place) one record per day of each run of
+  weekday names, with the first time range and place of its region ("Mondays and
+  Wednesdays, 10:15-11:45, in room K-204": ``records.weekly_items``).
 
 A replacement is kept only when the object stays valid under the schema (``jsonschema``).
 The rules read the text only (no model call); ``extract(evidence=...)`` turns them on,
@@ -336,7 +339,7 @@ repeat, identifier, phone, phone fragment, e-mail shape, invented e-mail, URI sh
 pattern shape and label list rules, ``roles.py`` the role rule, ``names.py`` the name-
 run, place-list, sibling-cut, sentence-cut, date-tail, dangling-end, label-word,
 possessive, honorific and appositive rules (where a copied name starts and ends),
-``dates.py`` the date order, date null, named date (and its renamed-date twin) and
+``records.py`` the weekly-session rule, ``dates.py`` the date order, date null, named date (and its renamed-date twin) and
 stated-order rules, ``contacts.py`` the contact rule, ``nulls.py`` the null, identifier
 null and denied-array rules, ``counted.py`` the arrays of counted goods, measurements,
 keyed values, quoted titles and measured goods, and ``apply.py`` the driver,

@@ -1,0 +1,224 @@
+"""Arrays of weekly sessions read one record per day group of the text.
+
+An array whose item is a *weekly session* (``weekly_fields``: exactly one enum whose
+options each name one weekday, ``mon`` / ``Monday`` / ``tuesday``; two time-of-day
+strings, the first the start and the second the end; at most one more field, a free
+string that allows null, the place) is read from the text's day groups
+(``day_groups``): each run of weekday names joined by ``,`` ``&`` "and" "or"
+("Mondays and Wednesdays", "every Tuesday", "a Friday seminar") is a local region that
+runs to the next day group or the sentence's end. The region's first time range
+(``time_ranges``: "10:15-11:45", "from 14:00 to 15:00", "6 pm to 8 pm", "9.00 until
+11.00") gives both times of every day of the group; the place is what follows "in" or
+"at" after the range, up to a comma, semicolon, bracket or the sentence's end, with the
+field's own name dropped from its front ("in room K-204" gives ``K-204`` for ``room``,
+"in Engineering Hall 1.12" the whole), and null where the region writes none ("(no
+room)"). One record per day, in text order.
+
+The text's records replace the model's array only when every day group has a time
+range, some model item holds one of their times (an anchor), each value fits its field
+and the count fits ``minItems`` / ``maxItems``; else the model's array stays.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from structgen.extraction.evidence.dates import time_field
+from structgen.extraction.evidence.fields import (
+    field_kind,
+    free_string_schema,
+    is_nullable,
+    schema_accepts,
+)
+from structgen.extraction.refs import resolve as _resolve
+
+__all__ = ["weekly_fields", "day_groups", "time_ranges", "weekly_items"]
+
+_DAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_DAY = re.compile(
+    r"\b(monday|tuesday|wednesday|thursday|friday|saturday|sunday)s?\b", re.IGNORECASE
+)
+_DAY_JOINER = re.compile(r"\s*(?:,\s*(?:and|or)?|&|and|or)\s*$", re.IGNORECASE)
+_SENTENCE_END = re.compile(r"[.!?](?=\s|$)|\n")
+_TIME = r"(?P<{0}h>[01]?[0-9]|2[0-3])(?:[:.h](?P<{0}m>[0-5][0-9]))?\s*(?P<{0}ap>[ap]\.?m\.?)?"
+_RANGE = re.compile(
+    r"(?<![\w:.])"
+    + _TIME.format("a")
+    + r"\s*(?:-|–|—|to|until|till)\s*"
+    + _TIME.format("b")
+    + r"(?![\w:])",
+    re.IGNORECASE,
+)
+_PLACE = re.compile(r"\b(?:in|at)\s+(?P<v>[^,;()]+?)\s*(?=[,;()]|[.!?](?:\s|$)|$)")
+_NONE = re.compile(r"\bno\s+(?P<w>\w+)", re.IGNORECASE)
+
+
+def weekly_fields(root: Any, items: Any) -> tuple[str, dict[str, str], str, str, str | None]:
+    """``(day, options, start, end, place)`` of an array's item schema when it is a
+    weekly session (module docstring); ``options`` maps each weekday (``monday``...) to
+    the enum option naming it; ``place`` is None where the item has no place field.
+
+    Raises:
+        ValueError: the item schema is not of that shape.
+    """
+    items = _resolve(root, items)
+    if not isinstance(items, dict) or not isinstance(items.get("properties"), dict):
+        raise ValueError("not an object item")
+    day = place = None
+    options: dict[str, str] = {}
+    clock: list[str] = []
+    for key, prop in items["properties"].items():
+        sub = _resolve(root, prop)
+        kind, _ = field_kind(root, prop)
+        if kind == "enum" and day is None:
+            named = _weekday_options(sub.get("enum") or ())
+            if named is None:
+                raise ValueError("an enum that is not of weekdays")
+            day, options = key, named
+        elif isinstance(sub, dict) and sub.get("type") == "string" and time_field(root, sub):
+            clock.append(key)
+        elif place is None and free_string_schema(root, prop) is not None:
+            if not is_nullable(root, prop):
+                raise ValueError("a place that cannot be null")
+            place = key
+        else:
+            raise ValueError(f"field {key!r} of no weekly session part")
+    if day is None or len(clock) != 2:
+        raise ValueError("no weekday enum or not two times")
+    return day, options, clock[0], clock[1], place
+
+
+def _weekday_options(enum: Any) -> dict[str, str] | None:
+    """Each weekday's option (a prefix of three or more letters of its name, any case),
+    or None where some option names no weekday or a weekday has two.
+    """
+    out: dict[str, str] = {}
+    for option in enum:
+        if option is None:
+            continue
+        if not isinstance(option, str) or len(option) < 3:
+            return None
+        days = [d for d in _DAYS if d.startswith(option.lower())]
+        if len(days) != 1 or days[0] in out:
+            return None
+        out[days[0]] = option
+    return out if len(out) >= 5 else None
+
+
+def day_groups(text: str) -> list[tuple[int, int, list[str]]]:
+    """The text's runs of weekday names joined by ``,`` ``&`` "and" "or", each as
+    ``(start, end, days)``: character offsets of the run and its weekdays (lower-case
+    full names) in text order.
+    """
+    groups: list[tuple[int, int, list[str]]] = []
+    for m in _DAY.finditer(text):
+        day = m[1].lower()
+        if groups and _DAY_JOINER.fullmatch(text[groups[-1][1] : m.start()] or "x") is not None:
+            start, _, days = groups[-1]
+            groups[-1] = (start, m.end(), days + [day])
+        else:
+            groups.append((m.start(), m.end(), [day]))
+    return groups
+
+
+def _hhmm(hour: str, minute: str | None, ap: str | None) -> str | None:
+    h, mi = int(hour), int(minute or 0)
+    if ap:
+        if not 1 <= h <= 12:
+            return None
+        h = h % 12 + (12 if ap[0].lower() == "p" else 0)
+    return f"{h:02d}:{mi:02d}"
+
+
+def time_ranges(text: str) -> list[tuple[int, int, str, str]]:
+    """The text's time ranges ("10:15-11:45", "14:00 to 15:00", "6 pm to 8 pm", "6 to
+    8 pm"), each as ``(start, end, first, last)``: character offsets and both times as
+    ``HH:MM``. A bare hour needs a.m./p.m. on one side or a minute on the other; an
+    end's a.m./p.m. holds for a start written without one.
+    """
+    out = []
+    for m in _RANGE.finditer(text):
+        if m["am"] is None and m["aap"] is None and m["bm"] is None and m["bap"] is None:
+            continue  # "5-10": two numbers, not a time range
+        first = _hhmm(m["ah"], m["am"], m["aap"] or (m["bap"] if m["am"] is None else None))
+        last = _hhmm(m["bh"], m["bm"], m["bap"])
+        if first is not None and last is not None:
+            out.append((m.start(), m.end(), first, last))
+    return out
+
+
+def _place(region: str, field: str) -> tuple[bool, str | None]:
+    """``(found, value)``: the place a region writes after its time range, the field's
+    name dropped from its front; ``(True, None)`` for "no <field>".
+    """
+    name = field.lower().replace("_", " ")
+    for m in _NONE.finditer(region):
+        if m["w"].lower() in (name, name + "s"):
+            return True, None
+    m = _PLACE.search(region)
+    if m is None:
+        return False, None
+    value = m["v"].strip()
+    if value.lower().startswith(name + " "):
+        value = value[len(name) + 1 :].strip()
+    return True, value or None
+
+
+def weekly_items(root: Any, array: Any, text: str, current: list) -> list[dict] | None:
+    """The items of an array of weekly sessions (``weekly_fields``) as the text's day
+    groups write them (module docstring), or None: not that shape, a day group without
+    a time range, no model item holding one of the times, or a value or count the
+    schema refuses.
+
+    Args:
+        root: the whole schema (``$ref`` resolution).
+        array: the array property's subschema.
+        text: the document.
+        current: the array's items as extracted (model order).
+
+    Returns:
+        A new list of item dicts, in text order, or None. Raises: never.
+    """
+    array = _resolve(root, array)
+    if not isinstance(array, dict):
+        return None
+    try:
+        day, options, start, end, place = weekly_fields(root, array.get("items"))
+    except ValueError:
+        return None
+    groups = day_groups(text)
+    if not groups:
+        return None
+    ranges = time_ranges(text)
+    ends = [m.start() for m in _SENTENCE_END.finditer(text)] + [len(text)]
+    out: list[dict] = []
+    for k, (_, g_end, days) in enumerate(groups):
+        stop = min(e for e in ends if e >= g_end)
+        if k + 1 < len(groups):
+            stop = min(stop, groups[k + 1][0])
+        inside = [r for r in ranges if r[0] >= g_end and r[1] <= stop]
+        if not inside:
+            return None
+        r_start, r_end, first, last = inside[0]
+        record: dict = {day: None, start: first, end: last}
+        if place is not None:
+            found, value = _place(text[r_end:stop], place)
+            if not found:
+                found, value = _place(text[g_end:r_start], place)
+            record[place] = value
+        for d in days:
+            if d not in options:
+                return None
+            out.append({**record, day: options[d]})
+    held = {v for i in current if isinstance(i, dict) for v in (i.get(start), i.get(end))}
+    if not held & {v for r in out for v in (r[start], r[end])}:
+        return None
+    if len(out) < array.get("minItems", 0) or len(out) > array.get("maxItems", len(out)):
+        return None
+    props = _resolve(root, array.get("items"))["properties"]
+    for record in out:
+        for key, value in record.items():
+            if not schema_accepts(root, props[key], value):
+                return None
+    return out

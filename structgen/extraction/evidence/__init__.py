@@ -339,8 +339,8 @@ repeat, identifier, phone, phone fragment, e-mail shape, invented e-mail, URI sh
 pattern shape and label list rules, ``roles.py`` the role rule, ``names.py`` the name-
 run, place-list, sibling-cut, sentence-cut, date-tail, dangling-end, label-word,
 possessive, honorific and appositive rules (where a copied name starts and ends),
-``records.py`` the weekly-session rule, ``dates.py`` the date order, date null, named date (and its renamed-date twin) and
-stated-order rules, ``contacts.py`` the contact rule, ``nulls.py`` the null, identifier
+``records.py`` the weekly-session rule, ``dates.py`` the date order, date null, named
+date (and its renamed-date twin) and stated-order rules, ``contacts.py`` the contact rule, ``nulls.py`` the null, identifier
 null and denied-array rules, ``counted.py`` the arrays of counted goods, measurements,
 keyed values, quoted titles and measured goods, and ``apply.py`` the driver,
 ``apply_evidence``, which this package re-exports.

@@ -340,10 +340,10 @@ pattern shape and label list rules, ``roles.py`` the role rule, ``names.py`` the
 run, place-list, sibling-cut, sentence-cut, date-tail, dangling-end, label-word,
 possessive, honorific and appositive rules (where a copied name starts and ends),
 ``records.py`` the weekly-session rule, ``dates.py`` the date order, date null, named
-date (and its renamed-date twin) and stated-order rules, ``contacts.py`` the contact rule, ``nulls.py`` the null, identifier
-null and denied-array rules, ``counted.py`` the arrays of counted goods, measurements,
-keyed values, quoted titles and measured goods, and ``apply.py`` the driver,
-``apply_evidence``, which this package re-exports.
+date (and its renamed-date twin) and stated-order rules, ``contacts.py`` the contact
+rule, ``nulls.py`` the null, identifier null and denied-array rules, ``counted.py`` the
+arrays of counted goods, measurements, keyed values, quoted titles and measured goods,
+and ``apply.py`` the driver, ``apply_evidence``, which this package re-exports.
 """
 
 from __future__ import annotations

@@ -11,6 +11,8 @@ import pytest
 from structgen.extraction.evidence import apply_evidence
 from structgen.extraction.evidence.records import (
     day_groups,
+    identified_fields,
+    identified_items,
     time_ranges,
     weekly_fields,
     weekly_items,
@@ -104,3 +106,69 @@ def test_the_evidence_pass_reads_the_sessions_and_stays_valid():
     assert [s["day"] for s in out["sessions"]] == ["mon", "wed", "fri"]
     assert "sessions" in changed
     jsonschema.validate(out, SCHEMA)
+
+
+CONTAINER = {
+    "type": "object",
+    "properties": {
+        "container_id": {"type": "string", "pattern": "^[A-Z]{4}[0-9]{7}$"},
+        "contents": {"type": "string", "maxLength": 60},
+        "gross_weight_kg": {"type": "number", "minimum": 0},
+        "hazardous": {"type": "boolean"},
+    },
+    "required": ["container_id", "contents", "gross_weight_kg", "hazardous"],
+    "additionalProperties": False,
+}
+MANIFEST = {
+    "type": "object",
+    "properties": {"containers": {"type": "array", "maxItems": 6, "items": CONTAINER}},
+}
+# probe 4's shipping_manifest-01 and -02 (their container sentences)
+LIST_TEXT = (
+    "Three containers: MSKU4417203, frozen cod fillets, 21,450 kg gross; MSKU4417219, "
+    "frozen salmon portions, 19,880 kg gross; TGHU8820154, dried fish meal, 24,100 kg "
+    "gross. None of the cargo is dangerous goods. Total gross weight 65,430 kg."
+)
+PROSE_TEXT = (
+    "Two units are on board: container CAIU7712048 with green coffee in jute bags, "
+    "twenty-two thousand kilograms; and tank container EXFU3390017 with ethanol (UN "
+    "1170, class 3, hazardous), 18 500 kg. Combined weight: 40 500 kg."
+)
+
+
+def _c(cid, contents, kg, hazardous):
+    return {
+        "container_id": cid,
+        "contents": contents,
+        "gross_weight_kg": kg,
+        "hazardous": hazardous,
+    }
+
+
+def test_one_record_per_identifier_in_a_list_and_in_prose():
+    prop = MANIFEST["properties"]["containers"]
+    model = [_c("MSKU4417219", "MV Nordic Aurora", 21450, False)]
+    assert identified_items(MANIFEST, prop, LIST_TEXT, model) == [
+        _c("MSKU4417203", "frozen cod fillets", 21450, False),
+        _c("MSKU4417219", "frozen salmon portions", 19880, False),
+        _c("TGHU8820154", "dried fish meal", 24100, False),
+    ]
+    model = [_c("CAIU7712048", "2027 and discharging at Antwerp", 2027, False)]
+    assert identified_items(MANIFEST, prop, PROSE_TEXT, model) == [
+        _c("CAIU7712048", "green coffee in jute bags", 22000, False),
+        _c("EXFU3390017", "ethanol", 18500, True),  # "hazardous" in its region
+    ]
+
+
+def test_identified_records_keep_the_models_array_without_an_anchor_or_a_shape():
+    prop = MANIFEST["properties"]["containers"]
+    assert identified_items(MANIFEST, prop, LIST_TEXT, [_c("ABCD1234567", "x", 1, False)]) is None
+    once = "Container MSKU4417203, frozen cod fillets, 21,450 kg gross."
+    assert identified_items(MANIFEST, prop, once, [_c("MSKU4417203", "x", 1, False)]) is None
+    with pytest.raises(ValueError):
+        identified_fields(MANIFEST, {**CONTAINER, "properties": {"a": {"type": "string"}}})
+    out, changed = apply_evidence(
+        MANIFEST, LIST_TEXT, {"containers": [_c("MSKU4417219", "MV Nordic Aurora", 1, False)]}
+    )
+    assert len(out["containers"]) == 3 and changed == ["containers"]
+    jsonschema.validate(out, MANIFEST)

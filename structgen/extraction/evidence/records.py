@@ -1,4 +1,5 @@
-"""Arrays of weekly sessions read one record per day group of the text.
+"""Arrays of records read one record per local region of the text: weekly sessions per
+day group, identified records per identifier.
 
 An array whose item is a *weekly session* (``weekly_fields``: exactly one enum whose
 options each name one weekday, ``mon`` / ``Monday`` / ``tuesday``; two time-of-day
@@ -17,6 +18,12 @@ room)"). One record per day, in text order.
 The text's records replace the model's array only when every day group has a time
 range, some model item holds one of their times (an anchor), each value fits its field
 and the count fits ``minItems`` / ``maxItems``; else the model's array stays.
+
+An array whose item is an *identified record* (``identified_fields``: one string field
+with a ``pattern``, one free string, one number, at most one boolean: a container, a
+parcel, a lot) is read one record per identifier the text writes, its region running
+to the next identifier or the sentence's end (``identified_items``), under the same
+anchor and fit conditions.
 """
 
 from __future__ import annotations
@@ -32,8 +39,16 @@ from structgen.extraction.evidence.fields import (
     schema_accepts,
 )
 from structgen.extraction.refs import resolve as _resolve
+from structgen.fsm.numerals import numeral_spans
 
-__all__ = ["weekly_fields", "day_groups", "time_ranges", "weekly_items"]
+__all__ = [
+    "weekly_fields",
+    "day_groups",
+    "time_ranges",
+    "weekly_items",
+    "identified_fields",
+    "identified_items",
+]
 
 _DAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _DAY = re.compile(
@@ -222,3 +237,125 @@ def weekly_items(root: Any, array: Any, text: str, current: list) -> list[dict] 
             if not schema_accepts(root, props[key], value):
                 return None
     return out
+
+
+def identified_fields(root: Any, items: Any) -> tuple[str, str, str, str | None]:
+    """``(key, name, number, flag)`` of an array's item schema when it is an identified
+    record (``identified_items``): one string field with a ``pattern`` (the record's
+    identifier), one free string, one number and at most one boolean.
+
+    Raises:
+        ValueError: the item schema is not of that shape.
+    """
+    items = _resolve(root, items)
+    if not isinstance(items, dict) or not isinstance(items.get("properties"), dict):
+        raise ValueError("not an object item")
+    found: dict[str, list[str]] = {"key": [], "name": [], "number": [], "flag": []}
+    for key, prop in items["properties"].items():
+        sub = _resolve(root, prop)
+        kind, _ = field_kind(root, prop)
+        if kind == "number":
+            found["number"].append(key)
+        elif kind == "boolean":
+            found["flag"].append(key)
+        elif free_string_schema(root, prop) is not None:
+            found["name"].append(key)
+        elif isinstance(sub, dict) and sub.get("type") == "string" and "pattern" in sub:
+            found["key"].append(key)
+        else:
+            raise ValueError(f"field {key!r} of no identified record part")
+    if [len(found[k]) for k in ("key", "name", "number")] != [1, 1, 1] or len(found["flag"]) > 1:
+        raise ValueError("not one identifier, one free string and one number")
+    flag = found["flag"][0] if found["flag"] else None
+    return found["key"][0], found["name"][0], found["number"][0], flag
+
+
+_LEAD = re.compile(r"^[\s,:;–—-]*(?:(?:with|of|containing|holding)\s+)?", re.IGNORECASE)
+
+
+def identified_items(root: Any, array: Any, text: str, current: list) -> list[dict] | None:
+    """The items of an array of identified records (``identified_fields``) read one
+    record per place the text writes an identifier (a whole-word match of the field's
+    ``pattern``, anchors dropped), its region running to the next identifier or the
+    sentence's end: the free string is the region's words after the identifier (a
+    leading "with" / "of" / "containing" dropped) up to the first comma, semicolon or
+    bracket ("MSKU4417203, frozen cod fillets, 21,450 kg gross": "frozen cod fillets";
+    "CAIU7712048 with green coffee in jute bags, twenty-two thousand kilograms": "green
+    coffee in jute bags"); the number is the region's first numeral outside brackets
+    (first reading); the boolean is true where the region writes the field's name
+    outside a negation ("ethanol (UN 1170, class 3, hazardous)"), else the model's value
+    for that identifier, else false. Or None: not that shape, fewer than two
+    identifiers, an identifier written twice, no identifier among the model's items
+    (the anchor), or a value or count the schema refuses.
+
+    Args:
+        root: the whole schema (``$ref`` resolution).
+        array: the array property's subschema.
+        text: the document.
+        current: the array's items as extracted (model order).
+
+    Returns:
+        A new list of item dicts, in text order, or None. Raises: never.
+    """
+    array = _resolve(root, array)
+    if not isinstance(array, dict):
+        return None
+    try:
+        key, name, number, flag = identified_fields(root, array.get("items"))
+    except ValueError:
+        return None
+    props = _resolve(root, array.get("items"))["properties"]
+    pattern = _resolve(root, props[key]).get("pattern", "")
+    body = pattern.removeprefix("^").removesuffix("$")
+    try:
+        finder = re.compile(rf"(?<![\w-])(?:{body})(?![\w-])")
+    except re.error:
+        return None
+    hits = [m for m in finder.finditer(text) if schema_accepts(root, props[key], m[0])]
+    ids = [m[0] for m in hits]
+    if len(ids) < 2 or len(set(ids)) != len(ids):
+        return None
+    model = {i.get(key): i for i in current if isinstance(i, dict)}
+    if not set(ids) & set(model):
+        return None
+    ends = [m.start() for m in _SENTENCE_END.finditer(text)] + [len(text)]
+    flag_name = flag.lower().replace("_", " ") if flag else None
+    out: list[dict] = []
+    for k, m in enumerate(hits):
+        stop = min(e for e in ends if e >= m.end())
+        if k + 1 < len(hits):
+            stop = min(stop, hits[k + 1].start())
+        region = text[m.end() : stop]
+        lead = _LEAD.match(region)
+        rest = region[lead.end() :] if lead else region
+        words = re.split(r"[,;()]", rest, maxsplit=1)[0].strip()
+        if not words:
+            return None
+        depth, outside = 0, []
+        for ch in region:
+            depth += ch == "("
+            outside.append(ch if depth == 0 else " ")
+            depth -= ch == ")" and depth > 0
+        numerals = numeral_spans("".join(outside))
+        if not numerals:
+            return None
+        record = {key: m[0], name: words, number: _plain(numerals[0][2][0])}
+        if flag is not None:
+            said = flag_name is not None and re.search(
+                rf"(?<!\bnot )(?<!\bno )\b{re.escape(flag_name)}\b", region, re.IGNORECASE
+            )
+            prior = model.get(m[0], {}).get(flag)
+            record[flag] = True if said else (prior if isinstance(prior, bool) else False)
+        out.append(record)
+    if len(out) < array.get("minItems", 0) or len(out) > array.get("maxItems", len(out)):
+        return None
+    for record in out:
+        for field, value in record.items():
+            if not schema_accepts(root, props[field], value):
+                return None
+    return out
+
+
+def _plain(value: Any) -> int | float:
+    """A Decimal as the JSON number it stands for (an int when whole)."""
+    return int(value) if value == value.to_integral_value() else float(value)

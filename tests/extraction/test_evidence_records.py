@@ -13,6 +13,8 @@ from structgen.extraction.evidence.records import (
     day_groups,
     identified_fields,
     identified_items,
+    leg_fields,
+    leg_items,
     time_ranges,
     weekly_fields,
     weekly_items,
@@ -172,3 +174,69 @@ def test_identified_records_keep_the_models_array_without_an_anchor_or_a_shape()
     )
     assert len(out["containers"]) == 3 and changed == ["containers"]
     jsonschema.validate(out, MANIFEST)
+
+
+LEG = {
+    "type": "object",
+    "properties": {
+        "mode": {"enum": ["flight", "train", "bus", "ferry"]},
+        "carrier": {"type": "string", "maxLength": 40},
+        "from_city": {"type": "string", "maxLength": 40},
+        "to_city": {"type": "string", "maxLength": 40},
+        "date": {"type": "string", "format": "date"},
+        "departure_time": HHMM,
+        "seat": {"type": ["string", "null"], "maxLength": 20},
+    },
+    "required": ["mode", "carrier", "from_city", "to_city", "date", "departure_time", "seat"],
+    "additionalProperties": False,
+}
+TRIP = {
+    "type": "object",
+    "properties": {"segments": {"type": "array", "minItems": 1, "maxItems": 5, "items": LEG}},
+}
+# probe 4's travel_itinerary-02 (its legs)
+TRIP_TEXT = (
+    "Trip plan for Dev Anand Krishnan (booking 8KD-204). Leg one: Eurostar train 9014 from "
+    "London to Paris on 2027-04-03, leaving at 6.10 am, coach 5, seat 61. Leg two: FlixBus "
+    "N702 overnight coach from Paris to Barcelona the same day, leaving at 10:45 pm, no "
+    "reserved seat. Leg three: Baleària ferry from Barcelona to Palma on 5 April 2027, "
+    "sailing at 23:00, reclining seat 88. Total paid: €312.75."
+)
+
+
+def _leg(mode, carrier, a, b, date, time, seat):
+    return {
+        "mode": mode,
+        "carrier": carrier,
+        "from_city": a,
+        "to_city": b,
+        "date": date,
+        "departure_time": time,
+        "seat": seat,
+    }
+
+
+def test_one_record_per_from_to_leg():
+    prop = TRIP["properties"]["segments"]
+    model = [_leg("flight", "Eurostar", "London", "Paris", "2027-04-03", "23:00", "61")]
+    assert leg_items(TRIP, prop, TRIP_TEXT, model) == [
+        _leg("train", "Eurostar", "London", "Paris", "2027-04-03", "06:10", "61"),
+        _leg("bus", "FlixBus", "Paris", "Barcelona", "2027-04-03", "22:45", None),
+        _leg("ferry", "Baleària", "Barcelona", "Palma", "2027-04-05", "23:00", "88"),
+    ]
+    out, changed = apply_evidence(TRIP, TRIP_TEXT, {"segments": model})
+    assert len(out["segments"]) == 3 and changed == ["segments"]
+    jsonschema.validate(out, TRIP)
+
+
+def test_legs_keep_the_models_array_without_an_anchor_or_two_legs():
+    prop = TRIP["properties"]["segments"]
+    other = [_leg("train", "X", "Oslo", "Bergen", "2027-04-03", "06:10", None)]
+    assert leg_items(TRIP, prop, TRIP_TEXT, other) is None
+    one = "Leg one: Eurostar train from London to Paris on 2027-04-03, leaving at 06:10."
+    model = [_leg("train", "Eurostar", "London", "Paris", "2027-04-03", "06:10", None)]
+    assert leg_items(TRIP, prop, one, model) is None
+    two_dates = TRIP_TEXT.replace("the same day", "on 3 April 2027 or 4 April 2027")
+    assert leg_items(TRIP, prop, two_dates, model) is None  # a leg with two dates
+    with pytest.raises(ValueError):
+        leg_fields(TRIP, {**LEG, "properties": {**LEG["properties"], "from_city": HHMM}})

@@ -326,7 +326,11 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   Wednesdays, 10:15-11:45, in room K-204": ``records.weekly_items``); an array of
   identified records (a ``pattern`` identifier, a free string, a number, at most a
   boolean) one record per identifier written, from its region up to the next one
-  ("MSKU4417203, frozen cod fillets, 21,450 kg gross; ...": ``records.identified_items``).
+  ("MSKU4417203, frozen cod fillets, 21,450 kg gross; ...": ``records.identified_items``);
+  an array of travel legs (from and to fields by name, a date, optionally a mode enum,
+  a carrier, a time, a nullable string) one record per sentence with one "from X to Y"
+  leg ("Leg two: FlixBus N702 overnight coach from Paris to Barcelona the same day":
+  ``records.leg_items``).
 
 A replacement is kept only when the object stays valid under the schema (``jsonschema``).
 The rules read the text only (no model call); ``extract(evidence=...)`` turns them on,
@@ -342,9 +346,9 @@ repeat, identifier, phone, phone fragment, e-mail shape, invented e-mail, URI sh
 pattern shape and label list rules, ``roles.py`` the role rule, ``names.py`` the name-
 run, place-list, sibling-cut, sentence-cut, date-tail, dangling-end, label-word,
 possessive, honorific and appositive rules (where a copied name starts and ends),
-``records.py`` the weekly-session and identified-record rules, ``dates.py`` the date
-order, date null, named date (and its renamed-date twin) and stated-order rules,
-``contacts.py`` the contact rule, ``nulls.py`` the null, identifier null and
+``records.py`` the weekly-session, identified-record and travel-leg rules, ``dates.py``
+the date order, date null, named date (and its renamed-date twin) and stated-order
+rules, ``contacts.py`` the contact rule, ``nulls.py`` the null, identifier null and
 denied-array rules, ``counted.py`` the arrays of counted goods, measurements, keyed
 values, quoted titles and measured goods, and ``apply.py`` the driver,
 ``apply_evidence``, which this package re-exports.

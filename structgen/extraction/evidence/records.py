@@ -1,5 +1,5 @@
 """Arrays of records read one record per local region of the text: weekly sessions per
-day group, identified records per identifier.
+day group, identified records per identifier, travel legs per "from X to Y" sentence.
 
 An array whose item is a *weekly session* (``weekly_fields``: exactly one enum whose
 options each name one weekday, ``mon`` / ``Monday`` / ``tuesday``; two time-of-day
@@ -24,6 +24,10 @@ with a ``pattern``, one free string, one number, at most one boolean: a containe
 parcel, a lot) is read one record per identifier the text writes, its region running
 to the next identifier or the sentence's end (``identified_items``), under the same
 anchor and fit conditions.
+
+An array whose item is a *travel leg* (``leg_fields``: a from and a to field by their
+names' first word, a date, optionally a mode enum, a carrier, a time and a nullable
+string) is read one record per sentence writing one "from X to Y" leg (``leg_items``).
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from structgen.extraction.evidence.fields import (
     schema_accepts,
 )
 from structgen.extraction.refs import resolve as _resolve
+from structgen.fsm.dates import dates, times
 from structgen.fsm.numerals import numeral_spans
 
 __all__ = [
@@ -48,6 +53,8 @@ __all__ = [
     "weekly_items",
     "identified_fields",
     "identified_items",
+    "leg_fields",
+    "leg_items",
 ]
 
 _DAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
@@ -359,3 +366,159 @@ def identified_items(root: Any, array: Any, text: str, current: list) -> list[di
 def _plain(value: Any) -> int | float:
     """A Decimal as the JSON number it stands for (an int when whole)."""
     return int(value) if value == value.to_integral_value() else float(value)
+
+
+_FROM_NAMES = ("from", "origin", "departure")
+_TO_NAMES = ("to", "destination", "arrival")
+# how a text writes each way of travel besides the option's own word
+_MODE_WORDS = {
+    "bus": ("coach", "coaches"),
+    "ferry": ("boat", "sailing"),
+    "flight": ("plane", "flies"),
+    "train": ("rail",),
+}
+_LEG = re.compile(
+    r"\bfrom\s+(?P<a>[A-ZÀ-Þ][\w'’-]*(?:\s+[A-ZÀ-Þ][\w'’-]*)*)"
+    r"\s+to\s+(?P<b>[A-ZÀ-Þ][\w'’-]*(?:\s+[A-ZÀ-Þ][\w'’-]*)*)"
+)
+_CAPS = re.compile(r"(?<![\w-])[A-ZÀ-Þ][^\W\d_]*(?:\s+[A-ZÀ-Þ][^\W\d_]*)*(?![\w-])")
+
+
+def leg_fields(root: Any, items: Any) -> dict[str, str]:
+    """The parts of an array's item schema when it is a travel leg (``leg_items``), as
+    ``{part: field}`` with parts ``from``, ``to`` (free strings whose name's first word
+    is from/origin/departure and to/destination/arrival), ``mode`` (an enum, optional),
+    ``carrier`` (one more free string, optional), ``date`` (``format: date``), ``time``
+    (a time of day, optional) and ``extra`` (a nullable free string, optional).
+
+    Raises:
+        ValueError: the item schema is not of that shape.
+    """
+    items = _resolve(root, items)
+    if not isinstance(items, dict) or not isinstance(items.get("properties"), dict):
+        raise ValueError("not an object item")
+    parts: dict[str, str] = {}
+
+    def put(part: str, key: str) -> None:
+        if part in parts:
+            raise ValueError(f"two {part} fields")
+        parts[part] = key
+
+    for key, prop in items["properties"].items():
+        sub = _resolve(root, prop)
+        kind, _ = field_kind(root, prop)
+        first = re.split(r"[_\W]+", key.lower())[0]
+        if kind == "enum":
+            put("mode", key)
+        elif isinstance(sub, dict) and sub.get("format") == "date":
+            put("date", key)
+        elif isinstance(sub, dict) and sub.get("type") == "string" and time_field(root, sub):
+            put("time", key)
+        elif free_string_schema(root, prop) is not None:
+            if first in _FROM_NAMES:
+                put("from", key)
+            elif first in _TO_NAMES:
+                put("to", key)
+            elif is_nullable(root, prop):
+                put("extra", key)
+            else:
+                put("carrier", key)
+        else:
+            raise ValueError(f"field {key!r} of no travel leg part")
+    if not {"from", "to", "date"} <= set(parts):
+        raise ValueError("no from, to and date fields")
+    return parts
+
+
+def leg_items(root: Any, array: Any, text: str, current: list) -> list[dict] | None:
+    """The items of an array of travel legs (``leg_fields``) read one record per sentence
+    that writes one "from X to Y" leg (capitalised place names): ``from`` X, ``to``
+    Y; the date the sentence's one date (``structgen.fsm.dates.dates``), or the
+    previous leg's where it writes "same day"; the time its first time of day; the
+    mode the enum option whose word or a word of ``_MODE_WORDS`` it writes first
+    ("Eurostar train ..., coach 5" -> ``train``, "overnight coach" -> ``bus``); the
+    carrier its first run of capitalised words, after a label's colon ("Leg two:
+    FlixBus N702 ..." -> "FlixBus"); the nullable string the word or code after the
+    field's name ("seat 14C" -> "14C"), null where none follows ("seat not yet
+    assigned", "no reserved seat"). Or None: not that shape, fewer than two legs, a
+    sentence with two legs, a part missing, no model item with a leg's from or to
+    (the anchor), or a value or count the schema refuses.
+
+    Args:
+        root: the whole schema (``$ref`` resolution).
+        array: the array property's subschema.
+        text: the document.
+        current: the array's items as extracted (model order).
+
+    Returns:
+        A new list of item dicts, in text order, or None. Raises: never.
+    """
+    array = _resolve(root, array)
+    if not isinstance(array, dict):
+        return None
+    try:
+        parts = leg_fields(root, array.get("items"))
+    except ValueError:
+        return None
+    props = _resolve(root, array.get("items"))["properties"]
+    starts = [0] + [m.end() for m in _SENTENCE_END.finditer(text)]
+    sentences = [text[a:b] for a, b in zip(starts, starts[1:] + [len(text)])]
+    out: list[dict] = []
+    for sentence in sentences:
+        legs = list(_LEG.finditer(sentence))
+        if not legs:
+            continue
+        if len(legs) != 1:
+            return None
+        leg = legs[0]
+        record = {parts["from"]: leg["a"], parts["to"]: leg["b"]}
+        found = dates(sentence)
+        if len(found) == 1:
+            record[parts["date"]] = found[0]
+        elif not found and out and re.search(r"\bsame day\b", sentence, re.IGNORECASE):
+            record[parts["date"]] = out[-1][parts["date"]]
+        else:
+            return None
+        if "time" in parts:
+            clock = [t for t in times(sentence) if len(t) == 5]
+            if not clock:
+                return None
+            record[parts["time"]] = clock[0]
+        if "mode" in parts:
+            options = [o for o in _resolve(root, props[parts["mode"]]).get("enum") or ()]
+            said = sorted(
+                (m.start(), o)
+                for o in options
+                if isinstance(o, str)
+                for w in (o, *_MODE_WORDS.get(o.lower(), ()))
+                for m in re.finditer(rf"\b{re.escape(w)}\b", sentence, re.IGNORECASE)
+            )
+            if not said:
+                return None
+            record[parts["mode"]] = said[0][1]  # the first written
+        if "carrier" in parts:
+            head = sentence[: leg.start()]
+            head = head.split(":", 1)[1] if ":" in head else head
+            caps = _CAPS.search(head)
+            if caps is None:
+                return None
+            record[parts["carrier"]] = caps[0]
+        if "extra" in parts:
+            name = parts["extra"].lower().replace("_", " ")
+            m = re.search(rf"\b{re.escape(name)}\s+(?P<v>\w*\d\w*)\b", sentence, re.IGNORECASE)
+            record[parts["extra"]] = m["v"] if m else None
+        out.append(record)
+    if len(out) < 2:
+        return None
+    ends = {i.get(parts[p]) for i in current if isinstance(i, dict) for p in ("from", "to")}
+    if not ends & {r[parts[p]] for r in out for p in ("from", "to")}:
+        return None
+    if len(out) < array.get("minItems", 0) or len(out) > array.get("maxItems", len(out)):
+        return None
+    for record in out:
+        if set(record) != set(props):
+            return None
+        for field, value in record.items():
+            if not schema_accepts(root, props[field], value):
+                return None
+    return out

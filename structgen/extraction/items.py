@@ -27,8 +27,13 @@ every array reached through object properties (nested arrays excluded):
 
 The array keeps its supported items in order; when that leaves fewer than its
 ``minItems``, the earliest dropped items (before a repeat) come back until it has
-them. A change is kept only when the whole object stays valid under the schema
-(``jsonschema``). No model call. ``apply_evidence`` (``evidence/``) runs it last.
+them, and where fewer distinct items exist before a repeat it keeps every item. An
+array's ``minItems`` is the largest one of its subschema and of the branches of its
+``anyOf``/``oneOf``/``allOf`` (``{"anyOf": [{"type": "array", "minItems": 2},
+{"type": "null"}]}`` gives 2). Each array's change is kept only when the whole object
+stays valid under the schema (``jsonschema``); an array whose change would break it
+keeps its items, and the other arrays' changes stand. No model call.
+``apply_evidence`` (``evidence/``) runs it last.
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ __all__ = [
     "copies_previous",
     "kept_prefix",
     "listed_together",
+    "min_items",
 ]
 
 MAX_ITEM_GAP = 4  # words allowed between neighbouring parts of one item
@@ -222,7 +228,32 @@ def _trimmed(items: list[Any], min_items: int, words: _Words) -> list[Any]:
             break
         if k not in kept:
             kept = sorted(kept + [k])
+    if len(kept) < min_items:  # fewer distinct items than the schema wants: all stay
+        return list(items)
     return [seen[k] for k in kept]
+
+
+def min_items(schema: Any, sub: Any, depth: int = 0) -> int:
+    """The ``minItems`` an array under ``sub`` must keep: the largest integer
+    ``minItems`` of ``sub`` and of the branches of its ``anyOf``/``oneOf``/``allOf``
+    (``$ref`` resolved against ``schema``); 0 where none is given.
+
+    Args:
+        schema: the root JSON Schema (for ``$ref``).
+        sub: the array's subschema.
+        depth: the nesting reached (references followed at most ``MAX_REF_DEPTH`` deep).
+    """
+    sub = _resolve(schema, sub)
+    if not isinstance(sub, dict) or depth > MAX_REF_DEPTH:
+        return 0
+    low = sub.get("minItems", 0)
+    if isinstance(low, bool) or not isinstance(low, (int, float)) or low != int(low):
+        low = 0
+    best = max(0, int(low))
+    for key in ("anyOf", "oneOf", "allOf"):
+        for branch in sub.get(key) or ():
+            best = max(best, min_items(schema, branch, depth + 1))
+    return best
 
 
 def kept_prefix(items: list[Any], min_items: int, text: str) -> int | None:
@@ -273,18 +304,19 @@ def trim_items(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
                 if isinstance(current, dict):
                     walk(prop, current, f"{path}{name}.", depth + 1)
                 elif isinstance(current, list) and current:
-                    prop_r = _resolve(schema, prop)
-                    low = prop_r.get("minItems", 0) if isinstance(prop_r, dict) else 0
-                    new = _trimmed(current, int(low) if isinstance(low, int) else 0, words)
+                    new = _trimmed(current, min_items(schema, prop), words)
                     if new != current:
                         node[name] = new
-                        changed.append(path + name)
+                        if checker.is_valid(out):
+                            changed.append(path + name)
+                        else:  # this array's change breaks the schema: it stays
+                            node[name] = current
 
+    checker = jsonschema.validators.validator_for(schema)(schema)
+    if not checker.is_valid(out):  # not valid to begin with: nothing to keep valid
+        return value, []
     walk(schema, out, "", 0)
     if not changed:
-        return value, []
-    checker = jsonschema.validators.validator_for(schema)(schema)
-    if not checker.is_valid(out):
         return value, []
     return out, list(dict.fromkeys(changed))
 

@@ -196,3 +196,70 @@ def test_items_rule_keeps_every_expected_dev_set_value():
 
     for doc in scoring.load_documents():
         assert trim_items(doc.schema, doc.text, doc.expected) == (doc.expected, []), doc.id
+
+
+TAGS_TEXT = "Tags: red, blue. Sizes: small."
+
+
+def _nullable_tags(low: int) -> dict:
+    """Two string arrays: ``tags`` nullable with ``minItems`` in its array branch."""
+    return {
+        "type": "object",
+        "properties": {
+            "tags": {
+                "anyOf": [
+                    {"type": "array", "items": {"type": "string"}, "minItems": low},
+                    {"type": "null"},
+                ]
+            },
+            "sizes": {"type": "array", "items": {"type": "string"}},
+        },
+    }
+
+
+def test_min_items_of_an_array_branch_is_kept():
+    schema = _nullable_tags(2)
+    before = {"tags": ["red", "red", "red"], "sizes": ["small", "small"]}
+    value, changed = trim_items(schema, TAGS_TEXT, before)
+    # tags has one distinct item, below its minItems: it stays; sizes loses its repeat
+    assert value == {"tags": ["red", "red", "red"], "sizes": ["small"]}
+    assert changed == ["sizes"]
+    schema = _nullable_tags(1)
+    value, changed = trim_items(schema, TAGS_TEXT, before)
+    assert value == {"tags": ["red"], "sizes": ["small"]} and changed == ["tags", "sizes"]
+
+
+@pytest.mark.parametrize("low", [0, 1, 2, 3, 4])
+def test_trimmed_arrays_never_drop_below_min_items(low):
+    import jsonschema
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "m": {"$ref": "#/$defs/meds"},
+            "n": {"type": ["array", "null"], "items": {"type": "string"}, "minItems": low},
+        },
+        "$defs": {"meds": {**MEDS["properties"]["medications"], "minItems": low}},
+    }
+    rng = random.Random(low)
+    pool = _greedy_overfilled()["medications"]
+    for _ in range(40):
+        m = [rng.choice(pool) for _ in range(rng.randint(max(low, 1), 6))]
+        n = [rng.choice(["Walks", "daily", "Dahl", "green"]) for _ in range(max(low, 1) + 1)]
+        before = {"m": m, "n": n}
+        value, changed = trim_items(schema, MEDS_TEXT, before)
+        assert jsonschema.Draft202012Validator(schema).is_valid(value)
+        for key in ("m", "n"):
+            assert len(value[key]) >= min(low, len(before[key]))
+            assert (key in changed) == (value[key] != before[key])
+            assert all(item in before[key] for item in value[key])
+        # where the items before the first repeat reach minItems, the kept ones are
+        # among them, in the order written; else every item stays
+        for key in ("m", "n"):
+            items = before[key]
+            first = next((k for k in range(len(items)) if items[k] in items[:k]), len(items))
+            idx = [items.index(item) for item in value[key]]
+            if first >= low:
+                assert idx == sorted(set(idx)) and all(k < first for k in idx)
+            else:
+                assert value[key] == items

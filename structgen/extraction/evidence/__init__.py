@@ -320,7 +320,17 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   free string, a number and a ``unit`` field, a free string or an enum) from the text's
   one longest list of two or more goods, each a quantity, a unit or none, and a name,
   that holds a model item ("800 g tomatoes, 1 onion, 2 tbsp olive oil", "half a
-  teaspoon of baking powder": ``counted.unit_items``).
+  teaspoon of baking powder": ``counted.unit_items``); an array of weekly sessions (a
+  weekday enum, two times, at most a nullable place) one record per day of each run of
+  weekday names, with the first time range and place of its region ("Mondays and
+  Wednesdays, 10:15-11:45, in room K-204": ``records.weekly_items``); an array of
+  identified records (a ``pattern`` identifier, a free string, a number, at most a
+  boolean) one record per identifier written, from its region up to the next one
+  ("MSKU4417203, frozen cod fillets, 21,450 kg gross; ...": ``records.identified_items``);
+  an array of travel legs (from and to fields by name, a date, optionally a mode enum,
+  a carrier, a time, a nullable string) one record per sentence with one "from X to Y"
+  leg ("Leg two: FlixBus N702 overnight coach from Paris to Barcelona the same day":
+  ``records.leg_items``).
 
 A replacement is kept only when the object stays valid under the schema (``jsonschema``).
 The rules read the text only (no model call); ``extract(evidence=...)`` turns them on,
@@ -336,10 +346,11 @@ repeat, identifier, phone, phone fragment, e-mail shape, invented e-mail, URI sh
 pattern shape and label list rules, ``roles.py`` the role rule, ``names.py`` the name-
 run, place-list, sibling-cut, sentence-cut, date-tail, dangling-end, label-word,
 possessive, honorific and appositive rules (where a copied name starts and ends),
-``dates.py`` the date order, date null, named date (and its renamed-date twin) and
-stated-order rules, ``contacts.py`` the contact rule, ``nulls.py`` the null, identifier
-null and denied-array rules, ``counted.py`` the arrays of counted goods, measurements,
-keyed values, quoted titles and measured goods, and ``apply.py`` the driver,
+``records.py`` the weekly-session, identified-record and travel-leg rules, ``dates.py``
+the date order, date null, named date (and its renamed-date twin) and stated-order
+rules, ``contacts.py`` the contact rule, ``nulls.py`` the null, identifier null and
+denied-array rules, ``counted.py`` the arrays of counted goods, measurements, keyed
+values, quoted titles and measured goods, and ``apply.py`` the driver,
 ``apply_evidence``, which this package re-exports.
 """
 

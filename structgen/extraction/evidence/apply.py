@@ -68,6 +68,7 @@ from structgen.extraction.evidence.numbers import (
     repeated_numbers,
 )
 from structgen.extraction.evidence.options import bool_value, enum_items, enum_value
+from structgen.extraction.evidence.records import identified_items, leg_items, weekly_items
 from structgen.extraction.evidence.roles import swapped_roles
 from structgen.extraction.evidence.strings import (
     email_shape,
@@ -323,9 +324,12 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
 
 
 def _counted(schema: dict, text: str, value: dict, checker: Any) -> tuple[dict, list[str]]:
-    """``value`` with each top-level array of counted goods, measurements, keyed values or
-    quoted titles read from the text (``counted.counted_items``, ``measured_items``,
-    ``pair_items``, ``quoted_items``), kept only where the whole object stays valid.
+    """``value`` with each top-level array of counted goods, measurements, keyed values,
+    quoted titles, measured or dosed goods, weekly sessions, identified records or travel
+    legs read from the text (``counted.counted_items``, ``measured_items``,
+    ``pair_items``, ``quoted_items``, ``unit_items``, ``dosed_items``,
+    ``records.weekly_items``, ``identified_items``, ``leg_items``), kept only where the
+    whole object stays valid.
     """
     props = _resolve(schema, schema).get("properties") or {}
     out, changed = value, []
@@ -344,6 +348,12 @@ def _counted(schema: dict, text: str, value: dict, checker: Any) -> tuple[dict, 
             new = unit_items(schema, prop, text, current)
         if new is None:
             new = dosed_items(schema, prop, text, current)
+        if new is None:
+            new = weekly_items(schema, prop, text, current)
+        if new is None:
+            new = identified_items(schema, prop, text, current)
+        if new is None:
+            new = leg_items(schema, prop, text, current)
         if new is None or new == current:
             continue
         trial = dict(out)

@@ -200,3 +200,21 @@ def test_empty_containers_under_flexible() -> None:
         assert grammar.matches(empty[0] + " " * n + empty[1])
         assert not grammar.matches(empty[0] + " " * (n + 1) + empty[1])
         assert not grammar.matches(empty[0] + " " * (2 * n) + empty[1])
+
+
+@pytest.mark.parametrize("pattern", [r"[ \t\n\r]{0,2}", r"\s{0,3}"])
+def test_server_whitespace_pattern_holds_in_empty_containers(pattern: str) -> None:
+    """A request's ``whitespace_pattern``: every run of an accepted document matches it."""
+    from structgen.fsm import compile_spec
+    from structgen.server.protocol import CompletionRequest
+    from structgen.server.serving import request_constraint
+
+    for schema, empty in [({"type": "array", "items": INT}, "[]"), ({"type": "object"}, "{}")]:
+        so = {"json": schema, "whitespace_pattern": pattern}
+        term, _ = request_constraint(
+            CompletionRequest(model="m", prompt="x", structured_outputs=so)
+        )
+        grammar = compile_spec(term)
+        for k in range(8):
+            text = empty[0] + " " * k + empty[1]
+            assert grammar.matches(text) == bool(re.fullmatch(pattern, " " * k)), (schema, text)

@@ -44,7 +44,8 @@ nest to any depth instead (``fsm.grammar.schema_rules``).
 
 Whitespace: ``"compact"`` writes none (``json.dumps(x, separators=(",", ":"))``);
 ``"flexible"`` allows runs of at most ``FLEXIBLE_WS_MAX`` of space, tab, CR, LF
-around structural characters; an int sets that maximum run.
+around structural characters, one run between two tokens (``[`` and ``]`` of an empty
+array included); an int sets that maximum run.
 """
 
 from __future__ import annotations

@@ -101,7 +101,8 @@ def array_regex(conv: ConvertContext, schema: dict, pointer: str, refs: tuple) -
     open_, close = "\\[" + ws, ws + "\\]"
     if body is None:
         return open_ + "\\]" if lo == 0 else None
-    return open_ + (body if lo > 0 else "(?:%s)?" % body) + close
+    # empty: one whitespace run between the brackets, not two
+    return open_ + body + close if lo > 0 else open_ + "(?:" + body + ws + ")?\\]"
 
 
 def _contains(
@@ -206,4 +207,7 @@ def _unique_items(conv: ConvertContext, values: list[str], lo: int, hi: int | No
     if not firsts:
         return open_ + "\\]" if lo == 0 else None
     body = "(?:" + "|".join(firsts) + ")"
-    return open_ + (body if lo > 0 else body + "?") + close
+    if lo > 0:
+        return open_ + body + close
+    # empty: one whitespace run between the brackets, not two
+    return open_ + ("(?:" + body + ws + ")?" if ws else body + "?") + "\\]"

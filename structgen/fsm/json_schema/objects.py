@@ -212,7 +212,9 @@ def object_regex(conv: ConvertContext, schema: dict, pointer: str, refs: tuple) 
     if has_dependencies(conv, schema):  # one branch per combination of trigger keys
         return dependent_object_regex(conv, schema, pointer, refs)
     ws = conv.ws
-    sep = ws + "," + ws
+    # each member carries the whitespace run before it and the separator only the one
+    # before its comma, so an empty object has one run between its braces, not two
+    sep = ws + ","
     props: dict = dict(schema.get("properties", {}) or {})
     required = list(dict.fromkeys(schema.get("required", [])))
     patterns: dict = schema.get("patternProperties", {}) or {}
@@ -244,13 +246,15 @@ def object_regex(conv: ConvertContext, schema: dict, pointer: str, refs: tuple) 
             continue
         members.append(
             (
-                escape_literal(json.dumps(name, ensure_ascii=False)) + ws + ":" + ws + value,
+                ws + escape_literal(json.dumps(name, ensure_ascii=False)) + ws + ":" + ws + value,
                 name in required,
             )
         )
     pair = _extra_pair(conv, schema, pointer, refs, list(props))
+    if pair is not None:
+        pair = ws + pair
     body = _counted(conv, schema, pointer, members, pair, sep)
-    return None if body is None else "\\{" + ws + body + ws + "\\}"
+    return None if body is None else "\\{" + body + ws + "\\}"
 
 
 def _escape_ptr(name: str) -> str:

@@ -101,6 +101,8 @@ class _Writer:
             items = [self.value(v) for v in value]
             if any(i is None for i in items):
                 return None
+            if not items:  # one whitespace run between the brackets, not two
+                return "\\[" + ws + "\\]"
             return "\\[" + ws + self.sep.join(items) + ws + "\\]"
         members = []
         for key, v in value.items():
@@ -110,6 +112,8 @@ class _Writer:
             members.append(
                 escape_literal(json.dumps(key, ensure_ascii=False)) + ws + ":" + ws + text
             )
+        if not members:  # one whitespace run between the braces, not two
+            return "\\{" + ws + "\\}"
         if 1 < len(members) <= MAX_ANY_ORDER_KEYS and self.budget >= 2 ** len(members):
             self.budget -= 2 ** len(members)
             body = self._any_order(members, {})

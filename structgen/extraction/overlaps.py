@@ -78,6 +78,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+from collections.abc import Iterator
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -140,15 +141,39 @@ def _norm(s: str) -> str:
     return " ".join(s.casefold().split())
 
 
+def _is_word(ch: str) -> bool:
+    r"""Whether the character ``ch`` is one ``re``'s ``\w`` matches in a str pattern."""
+    return ch.isalnum() or ch == "_"
+
+
+def _bounded_ends(short: str, long: str) -> Iterator[int]:
+    r"""The end offsets in ``long`` of each occurrence of ``short`` with no word character
+    (``_is_word``) just before or just after it, first first: where
+    ``(?<!\w)<short>(?!\w)`` matches (an empty ``short`` occurs at every offset).
+    """
+    start, n, size = long.find(short), len(short), len(long)
+    while start >= 0:
+        end = start + n
+        if (start == 0 or not _is_word(long[start - 1])) and (
+            end == size or not _is_word(long[end])
+        ):
+            yield end
+        start = long.find(short, start + 1)
+
+
+def _overlaps_norm(a: str, b: str) -> bool:
+    """``overlaps`` of two strings already folded and collapsed (``_norm``)."""
+    if not a or not b:
+        return False
+    short, long = (a, b) if len(a) <= len(b) else (b, a)
+    return next(_bounded_ends(short, long), None) is not None
+
+
 def overlaps(a: str, b: str) -> bool:
     """Whether two strings are equal, or one is inside the other at word boundaries,
     after case folding and whitespace collapsing (an empty string overlaps nothing).
     """
-    a, b = _norm(a), _norm(b)
-    if not a or not b:
-        return False
-    short, long = (a, b) if len(a) <= len(b) else (b, a)
-    return re.search(r"(?<!\w)" + re.escape(short) + r"(?!\w)", long) is not None
+    return _overlaps_norm(_norm(a), _norm(b))
 
 
 def restates(span: str, value: str) -> bool:
@@ -165,12 +190,27 @@ def restates_number(s: str, number: Any) -> bool:
     """
     if isinstance(number, bool) or not isinstance(number, (int, float)):
         return False
-    t = _norm(s)
+    return _reads_as(_whole_numeral(_norm(s)), number)
+
+
+def _whole_numeral(t: str) -> tuple[Decimal, ...] | None:
+    """The readings of ``t`` (``fsm.numerals.numeral_spans``) where it is, whole, one
+    numeral; None where it is not.
+    """
     found = numeral_spans(t)
     if len(found) != 1 or found[0][:2] != (0, len(t)):
+        return None
+    return found[0][2]
+
+
+def _reads_as(readings: tuple[Decimal, ...] | None, number: Any) -> bool:
+    """Whether a whole numeral's ``readings`` (``_whole_numeral``) hold ``number`` (an int
+    or float, not bool; ``restates_number``'s test).
+    """
+    if readings is None or isinstance(number, bool) or not isinstance(number, (int, float)):
         return False
     try:
-        return any(v == Decimal(repr(number)) for v in found[0][2])
+        return any(v == Decimal(repr(number)) for v in readings)
     except InvalidOperation:  # nan, inf
         return False
 
@@ -260,11 +300,12 @@ def shaped(s: str) -> bool:
     "fifty-one"): a span of the shape a date, time or number field claims, which no
     name, place or title is ("location": "2:15" beside "start_date"; #23 o11).
     """
-    t = _norm(s)
-    if dates(t) or times(t):
-        return True
-    found = numeral_spans(t)
-    return len(found) == 1 and found[0][:2] == (0, len(t))
+    return _shaped_norm(_norm(s))
+
+
+def _shaped_norm(t: str) -> bool:
+    """``shaped`` of a string already folded and collapsed (``_norm``)."""
+    return bool(dates(t) or times(t)) or _whole_numeral(t) is not None
 
 
 # words a date or time is written with besides its numerals (``only_shaped``)
@@ -336,9 +377,9 @@ def overlapping_pairs(
         (a, b)
         for i, a in enumerate(keys)
         for j, b in enumerate(keys[i + 1 :], i + 1)
-        if overlaps(strings[a], strings[b])
+        if _overlaps_norm(held[i], held[j])
         and not (
-            place_inside(a, strings[a], b, strings[b])
+            _place_inside_norm(a, strings[a], held[i], b, strings[b], held[j])
             and held.count(min(held[i], held[j], key=len)) == 1
         )
     ]
@@ -369,7 +410,13 @@ def place_inside(a: tuple[str, ...], a_value: str, b: tuple[str, ...], b_value: 
         False where the values are equal after folding, the shorter one's field names
         no place, its value is ``shaped``, or it is not followed by a word of the longer.
     """
-    a_norm, b_norm = _norm(a_value), _norm(b_value)
+    return _place_inside_norm(a, a_value, _norm(a_value), b, b_value, _norm(b_value))
+
+
+def _place_inside_norm(
+    a: tuple[str, ...], a_value: str, a_norm: str, b: tuple[str, ...], b_value: str, b_norm: str
+) -> bool:
+    """``place_inside`` given each value folded and collapsed as well (``_norm``)."""
     if a_norm == b_norm:
         return False
     (shorter, value, short), long = (
@@ -379,8 +426,13 @@ def place_inside(a: tuple[str, ...], a_value: str, b: tuple[str, ...], b_value: 
     )
     if not shorter or not names_place(shorter[-1]) or shaped(value):
         return False
-    modifier = r"(?<!\w)" + re.escape(short) + r"(?!\w)\W*\w"
-    return re.search(modifier, long) is not None
+    # where ``(?<!\w)<short>(?!\w)\W*\w`` matches: a word character after the end
+    return any(any(map(_is_word, long[end:])) for end in _bounded_ends(short, long))
+
+
+def _names_something(span: str) -> bool:
+    """Whether ``span`` holds an uppercase letter or a digit (``text_spans``' names)."""
+    return any(c.isupper() or c.isdigit() for c in span)
 
 
 def text_spans(text: str, max_words: int = MAX_SPAN_WORDS, names_only: bool = True) -> list[str]:
@@ -419,7 +471,7 @@ def text_spans(text: str, max_words: int = MAX_SPAN_WORDS, names_only: bool = Tr
                 not parts
                 or parts[0] in _EDGE_WORDS
                 or parts[-1] in _EDGE_WORDS
-                or (names_only and not any(c.isupper() or c.isdigit() for c in span))
+                or (names_only and not _names_something(span))
             ):
                 continue
             out.setdefault(span, None)
@@ -574,28 +626,92 @@ def _candidate_jobs(
     # names first; any span where no name is left, and for a field restating a sibling
     # number (it is wrong whatever it names: "occupation": "51" beside "age": 51)
     restating = {a for a, b in pairs if b in numbers}
-    name_spans, all_spans = text_spans(text), text_spans(text, names_only=False)
+    all_spans = text_spans(text, names_only=False)
+    name_spans = [c for c in all_spans if _names_something(c)]  # text_spans(text)
+    facts = _SpanFacts()  # each span's folding, dates, numeral: once per document
+    held = {k: _norm(s) for k, s in strings.items()}
     jobs: list[CandidateJob] = []
     for keys in dict.fromkeys(k for pair in pairs for k in pair if k in strings):
-        others = [s for k, s in strings.items() if k != keys]
+        others = [held[k] for k in strings if k != keys]
+        # only a string of dates' and times' characters can be one of their values
+        other_dates = {s for k, s in strings.items() if k != keys and _date_time_like(s)}
         siblings = [n for k, n in numbers.items() if k[:-1] == keys[:-1]]
+        shaped_ok = only_shaped(strings[keys])
         cands: list[str] = []
+        failed: set[str] = set()
         for spans_k in [all_spans] if keys in restating else [name_spans, all_spans]:
             for c in spans_k:  # the first MAX_SPAN_CANDIDATES that pass, in text order
-                if (
-                    any(restates(c, s) for s in others)
-                    or any(restates_number(c, n) for n in siblings)
-                    or (shaped(c) and not only_shaped(strings[keys]))
-                ):
+                if c in failed:  # a name span that failed this field's tests already
                     continue
-                if checker.is_valid(with_field(value, keys, c)):
-                    cands.append(c)
-                    if len(cands) == MAX_SPAN_CANDIDATES:
-                        break
+                t = facts.norm(c)
+                if (
+                    any(_overlaps_norm(t, s) for s in others)  # restates, in parts
+                    or (other_dates and not other_dates.isdisjoint(facts.dates_times(c)))
+                    or (siblings and any(_reads_as(facts.numeral(c), n) for n in siblings))
+                    or (not shaped_ok and facts.shaped(c))
+                    or not checker.is_valid(with_field(value, keys, c))
+                ):
+                    failed.add(c)
+                    continue
+                cands.append(c)
+                if len(cands) == MAX_SPAN_CANDIDATES:
+                    break
             if cands:
                 break
         jobs.append(CandidateJob(doc, keys, [strings[keys], *cands], context, raw, spans[keys]))
     return jobs
+
+
+_DATE_TIME_CHARS = frozenset("0123456789-:")  # every character of ``dates``' and ``times``' values
+
+
+def _date_time_like(s: str) -> bool:
+    """Whether ``s`` may be a value of ``fsm.dates.dates`` or ``times`` (``YYYY-MM-DD``,
+    ``HH:MM``, ``HH:MM:SS``): it is not empty and holds only digits, ``-`` and ``:``.
+    """
+    return bool(s) and _DATE_TIME_CHARS.issuperset(s)
+
+
+class _SpanFacts:
+    """What ``_candidate_jobs``' tests read of a candidate span, worked out once per span
+    of a document and kept (each a pure function of the span): its folded form
+    (``_norm``), its dates and times (``restates``), its readings as one whole numeral
+    (``restates_number``) and whether it is ``shaped``.
+    """
+
+    def __init__(self) -> None:
+        self._norm: dict[str, str] = {}
+        self._dates_times: dict[str, set[str]] = {}
+        self._numeral: dict[str, tuple[Decimal, ...] | None] = {}
+        self._shaped: dict[str, bool] = {}
+
+    def norm(self, span: str) -> str:
+        """``_norm(span)``."""
+        t = self._norm.get(span)
+        if t is None:
+            t = self._norm[span] = _norm(span)
+        return t
+
+    def dates_times(self, span: str) -> set[str]:
+        """``dates(span)`` and ``times(span)`` (of the span as written, as ``restates``)."""
+        got = self._dates_times.get(span)
+        if got is None:
+            got = self._dates_times[span] = {*dates(span), *times(span)}
+        return got
+
+    def numeral(self, span: str) -> tuple[Decimal, ...] | None:
+        """``_whole_numeral`` of the folded span."""
+        if span not in self._numeral:
+            self._numeral[span] = _whole_numeral(self.norm(span))
+        return self._numeral[span]
+
+    def shaped(self, span: str) -> bool:
+        """``shaped(span)``."""
+        got = self._shaped.get(span)
+        if got is None:
+            t = self.norm(span)
+            got = self._shaped[span] = bool(dates(t) or times(t)) or self.numeral(span) is not None
+        return got
 
 
 def _moved(

@@ -1,15 +1,15 @@
-"""Cold-empty compile CPU of two structgen checkouts in one process, with an A/A.
+"""Cold-empty compile CPU of two checkouts in one process, every arm loaded the same way.
 
-The baseline checkout (``--baseline DIR``) is loaded twice (``structgen_base`` and
-``structgen_base2``, cold_ab's loader) beside this one; each pass compiles every workload
-once per engine in a rotated order, each compile after the engine's cold-empty ``reset``
-(untimed: ``clear_cache(memos=True)``, ``prepare``'s warm-up, ``clear_tables``, as
-bench_grammar's cold-empty and cold_ab), timed with ``time.thread_time``. Reports per
-workload the median and least compile ms of each engine, and the ratios old / new and
-old / old2 (the A/A: what the host's noise makes of two identical arms).
+The baseline is loaded twice for an A/A; each pass compiles every workload once per engine
+in a rotated order after the engine's untimed cold-empty ``reset``, timed with
+``time.thread_time``. This checkout is loaded under its own name too (``structgen_new``,
+cold_ab's loader), not run as ``structgen``: all three arms take the same path through
+``_StructgenOf.compile`` (its ``sys.modules`` swap included), so the A/A and the A/B
+measure the same harness. Reports per workload the
+median and least compile ms of each arm, old / new and old / old2 (the A/A).
 
-    PYTHONPATH=. python benchmarks/compile_cold_ab.py --baseline /work/wt-base [--passes 31]
-        [--only nested,recursive] [--tokenizer smollm2|bpe150k]
+    PYTHONPATH=. python benchmarks/compile_cold_ab.py --baseline /work/wt-base
+        [--passes 31] [--only nested,recursive] [--tokenizer smollm2|bpe150k]
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ import benchmarks.cold_ab as ca  # noqa: E402
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--baseline", required=True)
+    ap.add_argument("--new", default=str(ROOT), help="the checkout to compare (default: this)")
     ap.add_argument("--passes", type=int, default=31)
     ap.add_argument("--only", default="nested,recursive")
     ap.add_argument("--tokenizer", default="smollm2", choices=["smollm2", "bpe150k"])
@@ -38,10 +39,11 @@ def main() -> None:
     tok = bg.smollm2_tokenizer() if args.tokenizer == "smollm2" else bg.bpe_150k_tokenizer()
     ca._load_checkout("structgen_base", Path(args.baseline))
     ca._load_checkout("structgen_base2", Path(args.baseline))
+    ca._load_checkout("structgen_new", Path(args.new))
     engines = {
         "old": ca._StructgenOf("old", "structgen_base", tok),
         "old2": ca._StructgenOf("old2", "structgen_base2", tok),
-        "new": ca._StructgenOf("new", "structgen", tok),
+        "new": ca._StructgenOf("new", "structgen_new", tok),
     }
     cases = json.loads(bg.COLD_SCHEMAS.read_text())
     names = [n for n in args.only.split(",") if n]

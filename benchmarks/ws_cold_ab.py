@@ -1,6 +1,6 @@
 """Cold flexible-whitespace compile and masks of two checkouts in one process (thread CPU).
 
-As ``compile_cold_sym_ab.py`` (three arms loaded alike with ``cold_ab``'s loader: the
+As ``compile_cold_ab.py`` (three arms loaded alike with ``cold_ab``'s loader: the
 baseline twice for an A/A, this checkout as ``structgen_new``; each pass runs every arm in
 a rotated order after its untimed cold-empty ``reset``), but each schema of
 ``data/cold_schemas.json`` is compiled with ``whitespace="flexible"`` and its instance,

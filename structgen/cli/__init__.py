@@ -112,7 +112,9 @@ def cmd_extract(args: argparse.Namespace) -> int:
     Every text runs in one continuously batched job; results are written as they finish,
     in input order (a JSON Lines input gives one line per text, ``{"error", "raw_text"}``
     for a text that failed, and a progress bar and a summary on stderr). An output cut by
-    ``max_tokens`` that the grammar had closed is printed and reported on stderr.
+    ``max_tokens`` that the grammar had closed is printed and reported on stderr. Ctrl-C
+    stops the job with exit code 130 and, on JSON Lines input, a line on stderr saying how
+    many texts finished and were written and the first one not written.
     """
     import warnings
 
@@ -148,6 +150,10 @@ def cmd_extract(args: argparse.Namespace) -> int:
                 extract(engine, schema, [texts[i] for i in kept], params=params, errors="return",
                         return_details=True, copy=False if args.no_copy else None,
                         on_result=lambda j, res: batch.on_result(kept[j], res))  # fmt: skip
+    except KeyboardInterrupt:
+        if lines is not None:
+            print(f"structgen: {batch.interrupted()}", file=sys.stderr, flush=True)
+        raise
     finally:
         batch.close()
         if out is not sys.stdout:

@@ -110,6 +110,20 @@ class BatchWriter:
             summary += f"; {len(self.failed)} failed ({self._names(self.failed)})"
         return summary
 
+    def interrupted(self) -> str:
+        """The line for a job stopped before its end (Ctrl-C): how many texts finished, how
+        many of them were written (input order: a finished text after the first unfinished
+        one is held, not written), and where a rerun would start.
+        """
+        done, n = self._bar.n, self._num_texts
+        line = f"interrupted: {done} of {n} documents finished, {self._written} written"
+        if self._written < n:
+            held = len(self._pending)
+            line += f"; the first not written is {self._where(self._written)}"
+            if held:
+                line += f" ({held} finished after it were held back to keep input order)"
+        return line
+
     def _names(self, indices: list[int], most: int = 10) -> str:
         shown = ", ".join(self._where(i) for i in sorted(indices)[:most])
         return shown + (", ..." if len(indices) > most else "")

@@ -73,19 +73,24 @@ def json_depth(value: Any, limit: int | None = None) -> tuple[int, str]:
     return json_depth_holding(value, limit, None)[:2]
 
 
-def json_depth_holding(value: Any, limit: int | None, key: str | None) -> tuple[int, str, bool]:
+def json_depth_holding(
+    value: Any, limit: int | None, key: str | None
+) -> tuple[int, str, bool, int]:
     """:func:`json_depth`'s ``(depth, pointer)`` and, in the same walk, whether some object
     of ``value`` (at any depth) holds a string under ``key``: True as well when the walk
-    stopped at ``limit`` (not every object was seen); False when ``key`` is None.
+    stopped at ``limit`` (not every object was seen); False when ``key`` is None; and how
+    many objects (dicts) the walk met, each occurrence counted (a dict held twice counts
+    twice): every object of ``value`` unless the walk stopped at ``limit``.
     Iterative. Raises: never.
     """
-    best, best_link, holds = 0, None, False
+    best, best_link, holds, objects = 0, None, False, 0
     # node, depth of its parent, link to it: (key, the parent's link) (a reversed pointer)
     stack: list[tuple[Any, int, Any]] = [(value, 0, None)]
     while stack:
         node, depth, link = stack.pop()
         if isinstance(node, dict):
             children: Any = node.items()
+            objects += 1
             if key is not None and not holds and isinstance(node.get(key), str):
                 holds = True
         elif isinstance(node, list):
@@ -105,7 +110,7 @@ def json_depth_holding(value: Any, limit: int | None, key: str | None) -> tuple[
     while best_link is not None:
         k, best_link = best_link
         tokens.append(k)
-    return best, _pointer(tokens[::-1]), holds
+    return best, _pointer(tokens[::-1]), holds, objects
 
 
 def check_depth(value: Any, limit: int, what: str) -> int:

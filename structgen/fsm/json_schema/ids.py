@@ -227,19 +227,21 @@ def check_ref_depth(root: Any, limit: int = MAX_SCHEMA_DEPTH) -> None:
             stack.append((sub, depth + 1, (pointer, None), True, inner))
 
 
-def schema_nesting(schema: Any, limit: int) -> tuple[int, str, bool]:
-    """The JSON nesting of a schema document and whether it holds a ``$ref``, in one walk.
+def schema_nesting(schema: Any, limit: int) -> tuple[int, str, bool, int]:
+    """The JSON nesting of a schema document, whether it holds a ``$ref`` and how many
+    objects it holds, in one walk.
 
     Args:
         schema: the schema document (any decoded JSON value); not modified.
         limit: stop at the first container nested deeper than this.
 
     Returns:
-        ``(depth, pointer, has_ref)``: ``nesting.json_depth(schema, limit)``'s containers and
-        JSON pointer, and whether some object anywhere in the document (in any keyword, at
-        any depth) holds a string ``$ref``; True as well when the walk stopped at ``limit``
-        (not every object was seen): ``nesting.json_depth_holding``. Iterative.
-        Raises: never.
+        ``(depth, pointer, has_ref, objects)``: ``nesting.json_depth(schema, limit)``'s
+        containers and JSON pointer, and whether some object anywhere in the document (in
+        any keyword, at any depth) holds a string ``$ref``; True as well when the walk
+        stopped at ``limit`` (not every object was seen); and the objects (dicts) the walk
+        met, each occurrence counted (all of them unless the walk stopped at ``limit``):
+        ``nesting.json_depth_holding``. Iterative. Raises: never.
     """
     return json_depth_holding(schema, limit, "$ref")
 
@@ -251,8 +253,12 @@ def _checked(schema: Any) -> tuple[int, bool]:
     done = _CHECKED.get()
     if done is not None and done[0] is schema:
         return done[1], done[2]  # inside schema_depth_checked(schema): checked once already
-    depth, pointer, has_ref = schema_nesting(schema, MAX_SCHEMA_DEPTH)
-    if has_ref:  # without a $ref, check_ref_depth never refuses (every path is plain nesting)
+    depth, pointer, has_ref, objects = schema_nesting(schema, MAX_SCHEMA_DEPTH)
+    # without a $ref, check_ref_depth never refuses (every path is plain nesting); nor when
+    # the document holds at most MAX_SCHEMA_DEPTH objects: the subschemas on a path it
+    # walks are distinct objects of the document (each is walked once), so no path is
+    # longer than the objects there are (the walk met them all: depth within the limit)
+    if has_ref and (depth > MAX_SCHEMA_DEPTH or objects > MAX_SCHEMA_DEPTH):
         check_ref_depth(schema)
     if depth > MAX_SCHEMA_DEPTH:
         raise too_deep("JSON Schema", MAX_SCHEMA_DEPTH, pointer)
@@ -263,8 +269,9 @@ def check_schema_depth(schema: Any) -> int:
     """The depth checks a JSON Schema gets before any other walk of it: ``$ref`` chains
     (``check_ref_depth``), then the JSON nesting (``nesting.check_depth``'s check and
     error). One walk (``schema_nesting``) measures the nesting and looks for a ``$ref``
-    first; ``check_ref_depth``, which can refuse only a path through a ``$ref``, walks only a
-    document that holds one.
+    first; ``check_ref_depth``, which can refuse only a path through a ``$ref`` longer than
+    the document has objects, walks only a document that holds one and more than
+    ``MAX_SCHEMA_DEPTH`` objects.
 
     Args:
         schema: the schema document (dict or bool).

@@ -41,6 +41,19 @@ def _has_ref(node) -> bool:
     return False
 
 
+def _objects(node) -> int:
+    """Dict occurrences in ``node`` (a plain walk)."""
+    stack, n = [node], 0
+    while stack:
+        cur = stack.pop()
+        if isinstance(cur, dict):
+            n += 1
+            stack.extend(cur.values())
+        elif isinstance(cur, list):
+            stack.extend(cur)
+    return n
+
+
 def _levels(node) -> int:
     """Containers nested in ``node``, level by level (breadth first)."""
     level, n = [node], 0
@@ -111,8 +124,10 @@ def test_schema_nesting_and_depth_checks_equal_the_separate_walks() -> None:
     refs = refused = 0
     for doc in docs:
         for limit in (MAX_SCHEMA_DEPTH, 2):
-            depth, pointer, has_ref = ids.schema_nesting(doc, limit)
+            depth, pointer, has_ref, objects = ids.schema_nesting(doc, limit)
             assert (depth, pointer) == json_depth(doc, limit)
+            if depth <= limit:  # the walk met every object
+                assert objects == _objects(doc)
             assert depth == min(_levels(doc), limit + 1)
             assert has_ref == (depth > limit or _has_ref(doc))
         want = _old_check(doc)
@@ -216,3 +231,32 @@ def test_ref_index_walk_equals_the_former_walk() -> None:
         assert [s[1:] for s in got._sites] == [s[1:] for s in want._sites]
         compared += 1
     assert compared > 1000
+
+
+@pytest.mark.skipif(not SUITE.is_dir(), reason="../shared/corpora not beside the checkout")
+def test_check_ref_depth_never_refuses_a_document_of_at_most_limit_objects() -> None:
+    """The bound ``check_schema_depth`` skips ``check_ref_depth`` by: a document holding at
+    most ``limit`` objects is never refused at ``limit`` (every document, every small limit);
+    and the bound is tight: a ``$ref`` chain of ``limit + 1`` objects is refused."""
+    docs = _documents()
+    checked = refused = 0
+    for doc in docs:
+        n = _objects(doc)
+        if n > 40 or not _has_ref(doc):
+            continue
+        for limit in range(1, n + 1):
+            try:
+                ids.check_ref_depth(doc, limit)
+            except GrammarTooComplexError:
+                assert n > limit
+                refused += 1
+            else:
+                checked += n <= limit
+    assert checked > 100 and refused > 100  # both outcomes below the bound's edge
+    for limit in (1, 2, 5, 30):
+        chain = {f"d{i}": {"$ref": f"#/$defs/d{i + 1}"} for i in range(limit - 1)}
+        chain[f"d{limit - 1}"] = {"type": "integer"}
+        doc = {"$defs": chain, "$ref": "#/$defs/d0"}  # limit + 1 objects in a chain
+        assert _objects(doc) == limit + 2  # with $defs itself, which no path walks
+        with pytest.raises(GrammarTooComplexError):
+            ids.check_ref_depth(doc, limit)

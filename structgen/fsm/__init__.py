@@ -75,7 +75,6 @@ _MEMOS = (
     (".regex.reused", "_lexer_runs"),
     (".grammar.lower", "_closed"),
     (".grammar.schema_rules", "_closed_expr"),
-    (".grammar.schema_rules", "_named_closed_expr"),
     (".json_schema.convert", "_any_value_body"),
     (".json_schema.objects", "_unit_not_in"),
     (".json_schema.objects", "_key_not_in"),

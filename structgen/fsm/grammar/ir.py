@@ -29,6 +29,9 @@ __all__ = [
     "SpecialToken",
     "GrammarDef",
     "EMPTY_SEQ",
+    "CLOSED_SELF",
+    "rule_expr",
+    "self_named",
 ]
 
 
@@ -174,7 +177,9 @@ class GrammarDef:
             and to no definition: ``lower`` may take its productions and terminals from a
             per-process store under ``(text, name)`` instead of walking it
             (``schema_rules``: the "any JSON value" rule, the same in every schema of one
-            whitespace option); empty for grammar text.
+            whitespace option); empty for grammar text. A closed rule's expression in
+            ``rules`` may name the rule itself ``CLOSED_SELF`` (one expression for every
+            name): read rules through ``rule_expr``.
         reusable: indices of ``definitions`` whose language is the same in every grammar
             that writes their texts and that refer only to one another (``LoweredRegex
             .reusable``): the lexers keep their terms per process (``regex.reused``).
@@ -190,6 +195,42 @@ class GrammarDef:
     definitions: tuple[str, ...] = ()
     closed: dict[str, str] = field(default_factory=dict)
     reusable: frozenset[int] = frozenset()
+
+
+# the name a closed rule's expression may call the rule itself by (``GrammarDef.closed``);
+# no grammar reader writes it
+CLOSED_SELF = "\0self"
+
+
+def rule_expr(gdef: GrammarDef, name: str) -> Expr:
+    """Rule ``name``'s expression in ``gdef``, a closed rule's references to itself by
+    ``CLOSED_SELF`` named ``name`` (``gdef.rules[name]`` for every other rule).
+
+    Raises:
+        KeyError: ``gdef`` has no rule ``name``.
+    """
+    expr = gdef.rules[name]
+    return self_named(expr, name) if name in gdef.closed else expr
+
+
+def self_named(expr: Expr, name: str) -> Expr:
+    """A closed rule's expression ``expr`` with every ``Ref(CLOSED_SELF)`` named ``name``
+    (the subtrees without one shared, not copied); a closed rule's expression is a few
+    dozen nodes, nested a few groups deep (the converter's fixed text), so the recursion is
+    shallow. Raises: never.
+    """
+    if isinstance(expr, Ref):
+        return Ref(name, expr.line, expr.column) if expr.name == CLOSED_SELF else expr
+    if isinstance(expr, (Seq, Alt)):
+        items = [self_named(x, name) for x in expr.items]
+        for new, old in zip(items, expr.items):
+            if new is not old:
+                return type(expr)(tuple(items))
+        return expr
+    if isinstance(expr, Repeat):
+        item = self_named(expr.item, name)
+        return expr if item is expr.item else Repeat(item, expr.lo, expr.hi)
+    return expr
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,19 @@ from ..deadline import NEVER, Deadline
 from ..regex.definitions import PLACEHOLDER_BASE, placeholder_indices, renumber_placeholders
 from ..regex.escape import escape_literal
 from ..spec import LoweredRegex
-from .ir import Alt, Embedded, Expr, GrammarDef, Literal, Pattern, Ref, Repeat, Seq
+from .ir import (
+    Alt,
+    Embedded,
+    Expr,
+    GrammarDef,
+    Literal,
+    Pattern,
+    Ref,
+    Repeat,
+    Seq,
+    rule_expr,
+    self_named,
+)
 
 __all__ = ["CfgGrammar", "lower_grammar", "nodes_of", "clear_closed", "MAX_RULES"]
 
@@ -281,7 +293,7 @@ class _Lowering:
     def _rule_steps(self, name: str, lead: bool):
         hit = self.rule_regex.get((name, lead))
         if hit is None:
-            text, needs = yield self._regex_steps(self.g.rules[name], True, lead)
+            text, needs = yield self._regex_steps(rule_expr(self.g, name), True, lead)
             hit = self.rule_regex[(name, lead)] = self.defs.add(text, needs)
         return hit
 
@@ -550,7 +562,7 @@ class _Productions:
             if name in g.closed and self._add_closed(name, g.closed[name]):
                 continue  # it refers to no other rule
             lhs = self.nonterminal(name)
-            for alt in _drive(self._alternatives_steps(g.rules[name], name)):
+            for alt in _drive(self._alternatives_steps(rule_expr(g, name), name)):
                 self.add(lhs, alt)
             for ref in self.low.refs_of(name):
                 if ref.name in g.rules and not self.low.regular[ref.name]:
@@ -622,13 +634,15 @@ _closed: LRUCache[str, tuple] = LRUCache(_CLOSED_MAX)
 def _closed_entry(
     key: str, name: str, expr: Expr, refs: bool = True
 ) -> tuple[tuple[Ref, ...], tuple | None]:
-    """Closed rule ``name`` (``GrammarDef.closed``: its expression ``expr`` is determined by
-    ``key`` up to the rule's own name) lowered on its own, kept per process under ``key``:
-    its references (``nodes_of(expr)``; with ``refs`` False, ``()`` when the store holds
-    ``key``: the caller wants the productions only) and its productions ``(suffixes, lhs, rhs,
-    terminals)`` in the rule's own numbering (nonterminal 1 is the rule, 0 the augmented
-    start, whose production is left out; nonterminal ``k + 1`` its ``k``-th helper, named
-    ``name#k`` + ``suffixes[k - 1]``), those None when ``expr`` is regular, refers to
+    """Closed rule ``name`` (``GrammarDef.closed``: its expression ``expr``, which may name
+    the rule ``CLOSED_SELF`` (``ir.self_named``: renamed only when the store cannot
+    answer), is determined by ``key`` up to the rule's own name) lowered on its own, kept
+    per process under ``key``: its references (``nodes_of`` of the named expression; with
+    ``refs`` False, ``()`` when the store holds ``key``: the caller wants the productions
+    only) and its productions ``(suffixes, lhs, rhs, terminals)`` in the rule's own
+    numbering (nonterminal 1 is the rule, 0 the augmented start, whose production is left
+    out; nonterminal ``k + 1`` its ``k``-th helper, named ``name#k`` +
+    ``suffixes[k - 1]``), those None when ``expr`` is regular, refers to
     another rule or a terminal needs a definition.
 
     The rule's walk depends only on ``expr`` (it refers to nothing else), and its
@@ -645,7 +659,8 @@ def _closed_entry(
             return (), frag
         if spots is not None:  # every reference is to the rule itself: at these places
             return tuple([Ref(name, line, column) for line, column in spots]), frag
-        return tuple(nodes_of(expr)), None
+        return tuple(nodes_of(self_named(expr, name))), None
+    expr = self_named(expr, name)
     refs = tuple(nodes_of(expr))
     if not all(r.name == name for r in refs):
         _closed.put(key, (None, None))

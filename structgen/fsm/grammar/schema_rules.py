@@ -42,7 +42,7 @@ from ..json_schema.convert import JsonSchemaConverter
 from ..json_schema.ids import schema_has_ref
 from ..regex.definitions import PLACEHOLDER_BASE
 from ..spec import JsonSchema, LoweredRegex, schema_for
-from .ir import Alt, Expr, GrammarDef, Pattern, Ref, Repeat, Seq
+from .ir import CLOSED_SELF, Alt, Expr, GrammarDef, Pattern, Ref, Repeat, Seq
 
 __all__ = [
     "SchemaRules",
@@ -296,7 +296,7 @@ def rules_grammar(
         text = definitions[i]
         if i == any_rule and named[i] <= {i}:  # a closed rule: kept per process, slot apart
             canon = text.replace(chr(PLACEHOLDER_BASE + i), _SELF)
-            gdef.rules[rule_of[i]] = _named_closed_expr(canon, rule_of[i])
+            gdef.rules[rule_of[i]] = _closed_expr(canon)  # names itself CLOSED_SELF
             gdef.closed[rule_of[i]] = canon
             continue
         gdef.rules[rule_of[i]] = regex_expr(text, rule_of, deadline)
@@ -308,46 +308,19 @@ def rules_grammar(
 # the placeholder a closed rule's text names itself by in ``_closed_expr``'s key (its own
 # slot's placeholder replaced: the rule's slot differs from schema to schema)
 _SELF = chr(PLACEHOLDER_BASE)
-_SELF_NAME = "\0self"  # the rule's name in the kept expression (no reader writes it)
 
 
 @lru_cache(maxsize=16)
 def _closed_expr(canon: str) -> Expr:
     """``regex_expr`` of a closed rule's text ``canon`` (it refers to no definition but
-    itself, by placeholder ``_SELF``), with rule name ``_SELF_NAME``, kept per process: the
-    "any JSON value" rule's text is the same in every schema of one whitespace option once
-    its slot is taken out, so every such schema reads it once (``_renamed`` gives it the
-    schema's rule name). Expressions are immutable, so grammars may share one.
+    itself, by placeholder ``_SELF``), with rule name ``ir.CLOSED_SELF``, kept per
+    process: the "any JSON value" rule's text is the same in every schema of one
+    whitespace option once its slot is taken out, so every such schema reads it once and
+    its grammar holds it as it is (``ir.rule_expr`` names the rule for a reader that walks
+    it). Expressions are immutable, so grammars may share one.
     Raises: as ``regex_expr``.
     """
-    return regex_expr(canon, {0: _SELF_NAME})
-
-
-@lru_cache(maxsize=64)
-def _named_closed_expr(canon: str, name: str) -> Expr:
-    """``_closed_expr(canon)`` with the rule named ``name`` (``_renamed``), kept per process
-    (a rule's name is its slot's, ``d<slot>``: few per text). Raises: as ``regex_expr``.
-    """
-    return _renamed(_closed_expr(canon), name)
-
-
-def _renamed(expr: Expr, name: str) -> Expr:
-    """``expr`` with every ``Ref(_SELF_NAME)`` named ``name`` (the subtrees without one
-    shared, not copied); the closed rule's expression is a few dozen nodes, nested a few
-    groups deep (the converter's fixed text), so the recursion is shallow. Raises: never.
-    """
-    if isinstance(expr, Ref):
-        return Ref(name, expr.line, expr.column) if expr.name == _SELF_NAME else expr
-    if isinstance(expr, (Seq, Alt)):
-        items = [_renamed(x, name) for x in expr.items]
-        for new, old in zip(items, expr.items):
-            if new is not old:
-                return type(expr)(tuple(items))
-        return expr
-    if isinstance(expr, Repeat):
-        item = _renamed(expr.item, name)
-        return expr if item is expr.item else Repeat(item, expr.lo, expr.hi)
-    return expr
+    return regex_expr(canon, {0: CLOSED_SELF})
 
 
 class SchemaRules(NamedTuple):

@@ -1028,6 +1028,34 @@ static int cp_lru_put(PyObject *lru, PyObject *state, PyObject *mask) {
     return rc;
 }
 
+/* fill_form's work after a cold mask arr of state was stored in the mask cache lru: its form
+ * kept in forms beside the mask while the cache holds it, the form written into out[0 .. cols)
+ * (out NULL: not written), *made = a new reference to arr (made not NULL); 1, or -1 with an
+ * error set */
+static int cp_keep_form(PyObject *lru, PyObject *forms, PyObject *state, PyObject *arr,
+                        int32_t *out, Py_ssize_t cols, PyObject **made) {
+    PyObject *form = row_form(NULL, arr), *data = form ? cp_attr(lru, N_DATA) : NULL;
+    int kept = data ? PyDict_Contains(data, state) : -1;
+    if (form == Py_None) {
+        PyErr_SetString(PyExc_TypeError, "cold mask: no row form");
+        kept = -1;
+    }
+    if (kept == 1) {
+        PyObject *entry = PyList_New(2);
+        if (entry) {
+            PyList_SET_ITEM(entry, 0, Py_NewRef(form));
+            PyList_SET_ITEM(entry, 1, Py_NewRef(Py_True));
+        }
+        kept = entry == NULL || PyDict_SetItem(forms, state, entry) < 0 ? -1 : 1;
+        Py_XDECREF(entry);
+    }
+    int rc = kept < 0 || (out && write_words(out, cols, form) < 0) ? -1 : 1;
+    if (rc == 1 && made) *made = Py_NewRef(arr);
+    Py_XDECREF(form);
+    Py_XDECREF(data);
+    return rc;
+}
+
 /* The cold mask of state (a Python int) for forms (TokenIndex.fill_forms, no entry for it): its
  * mask walked whole (walk_direct_whole), its EOS bits set where it accepts, stored in the index's
  * mask cache and its form in forms, and the form written into out[0 .. cols) (out NULL: not
@@ -1166,27 +1194,7 @@ static int cold_mask(PyObject *plan, PyObject *forms, PyObject *state, int32_t *
                                                PyTuple_GET_ITEM(plan, CP_DTYPE), NULL);
         if (rc == 1 && (arr == NULL || cp_lru_put(lru, state, arr) < 0)) rc = -1;
     }
-    if (rc == 1) { /* fill_form's: the form kept beside the mask while the cache holds it */
-        PyObject *form = row_form(NULL, arr), *data = form ? cp_attr(lru, N_DATA) : NULL;
-        int kept = data ? PyDict_Contains(data, state) : -1;
-        if (form == Py_None) {
-            PyErr_SetString(PyExc_TypeError, "cold mask: no row form");
-            kept = -1;
-        }
-        if (kept == 1) {
-            PyObject *entry = PyList_New(2);
-            if (entry) {
-                PyList_SET_ITEM(entry, 0, Py_NewRef(form));
-                PyList_SET_ITEM(entry, 1, Py_NewRef(Py_True));
-            }
-            kept = entry == NULL || PyDict_SetItem(forms, state, entry) < 0 ? -1 : 1;
-            Py_XDECREF(entry);
-        }
-        rc = kept < 0 || (out && write_words(out, cols, form) < 0) ? -1 : 1;
-        if (rc == 1 && made) *made = Py_NewRef(arr);
-        Py_XDECREF(form);
-        Py_XDECREF(data);
-    }
+    if (rc == 1) rc = cp_keep_form(lru, forms, state, arr, out, cols, made);
     Py_XDECREF(arr);
     Py_XDECREF(res);
     Py_XDECREF(bytes);
@@ -1342,27 +1350,7 @@ static int grammar_cold_mask(PyObject *plan, PyObject *forms, PyObject *state, i
         }
     }
     if (cp_lru_put(lru, state, arr) < 0) goto done;
-    { /* fill_form's: the form kept beside the mask while the cache holds it */
-        PyObject *form = row_form(NULL, arr), *data = form ? cp_attr(lru, N_DATA) : NULL;
-        int kept = data ? PyDict_Contains(data, state) : -1;
-        if (form == Py_None) {
-            PyErr_SetString(PyExc_TypeError, "cold mask: no row form");
-            kept = -1;
-        }
-        if (kept == 1) {
-            PyObject *entry = PyList_New(2);
-            if (entry) {
-                PyList_SET_ITEM(entry, 0, Py_NewRef(form));
-                PyList_SET_ITEM(entry, 1, Py_NewRef(Py_True));
-            }
-            kept = entry == NULL || PyDict_SetItem(forms, state, entry) < 0 ? -1 : 1;
-            Py_XDECREF(entry);
-        }
-        rc = kept < 0 || (out && write_words(out, cols, form) < 0) ? -1 : 1;
-        if (rc == 1 && made) *made = Py_NewRef(arr);
-        Py_XDECREF(form);
-        Py_XDECREF(data);
-    }
+    rc = cp_keep_form(lru, forms, state, arr, out, cols, made);
 done:
     Py_XDECREF(arr);
     Py_XDECREF(bytes);

@@ -224,13 +224,9 @@ class TokenIndex:
         caches and calls as ``_walk``, which stays the reference. Raises:
         ``GrammarTooComplexError`` as ``bitmask``.
         """
-        shared = None
-        if self._node_free_key is not None:
-            shared = self._node_free_key(state, self.vocab.token_ends)
-            if shared is not None:
-                hit = self._node_free.get(shared)
-                if hit is not None:
-                    return hit
+        shared, hit = self._node_free_lookup(state)
+        if hit is not None:
+            return hit
         mask = self._walk_split(state) if self._lexical is not None else None
         if mask is None:
             mask = np.zeros(self.num_words, np.int32)
@@ -238,10 +234,7 @@ class TokenIndex:
         if self.dfa.is_accepting(state):
             set_bits(mask, self._eos)
         mask.setflags(write=False)
-        if shared is not None:
-            if len(self._node_free) >= MAX_NODE_FREE:
-                self._node_free.clear()
-            self._node_free[shared] = mask
+        self._keep_node_free(shared, mask)
         return mask
 
     def _walk_trie(self, state: int, mask: np.ndarray) -> None:
@@ -650,18 +643,33 @@ class TokenIndex:
                 nxt[sel & (nxt < 0)] = target
         return mask | pack_bitmask(merged, self.num_words)
 
+    def _node_free_lookup(self, state: int) -> tuple[tuple | None, np.ndarray | None]:
+        """``(key, mask)``: ``state``'s node-free key (``node_free_key``: states whose
+        masks are equal share it; None where the automaton gives none) and the mask stored
+        under it (None: not stored yet).
+        """
+        if self._node_free_key is None:
+            return None, None
+        shared = self._node_free_key(state, self.vocab.token_ends)
+        return shared, None if shared is None else self._node_free.get(shared)
+
+    def _keep_node_free(self, shared: tuple | None, mask: np.ndarray) -> None:
+        """Store the read-only ``mask`` under node-free key ``shared`` (none: nothing), the
+        store emptied first when it holds ``MAX_NODE_FREE`` masks.
+        """
+        if shared is not None:
+            if len(self._node_free) >= MAX_NODE_FREE:
+                self._node_free.clear()
+            self._node_free[shared] = mask
+
     def _walk(self, state: int, nxt: np.ndarray | None, classes: Iterable[int] = ()) -> np.ndarray:
         """The read-only mask of ``state``; fills ``nxt`` (if given) as ``next_states``.
         ``classes``: 256-bit byte masks whose tokens may all be live from ``state`` (a
         canonical state's repeated classes: ``count_masks.walk_class``, tried first).
         """
-        shared = None
-        if nxt is None and self._node_free_key is not None:
-            shared = self._node_free_key(state, self.vocab.token_ends)
-            if shared is not None:
-                hit = self._node_free.get(shared)
-                if hit is not None:
-                    return hit
+        shared, hit = self._node_free_lookup(state) if nxt is None else (None, None)
+        if hit is not None:
+            return hit
         mask = None
         for byte_mask in classes if nxt is None else ():
             mask = walk_class(self.vocab, self.dfa, state, byte_mask)
@@ -693,10 +701,7 @@ class TokenIndex:
                 nxt[self._eos] = state
             set_bits(mask, self._eos)
         mask.setflags(write=False)
-        if shared is not None:
-            if len(self._node_free) >= MAX_NODE_FREE:
-                self._node_free.clear()
-            self._node_free[shared] = mask
+        self._keep_node_free(shared, mask)
         return mask
 
     def token_next_state(self, state: int, token_id: int) -> int:

@@ -381,23 +381,9 @@ static int lexer_row_c(Core *c, int32_t g, int32_t s, int32_t *row, uint8_t *fla
     DfaView *v = lexer_view(c, g);
     if (v == NULL)
         return PyErr_Occurred() ? -1 : 0;
-    PyObject *r = PyObject_CallMethodNoArgs(v->lock, dv_str_acquire);
-    if (r == NULL)
+    if (dv_acquire(v) < 0)
         return -1;
-    Py_DECREF(r);
-    int rc = lexer_row_locked(v, s, row, flag_of);
-    PyObject *type, *value, *tb;
-    PyErr_Fetch(&type, &value, &tb);
-    r = PyObject_CallMethodNoArgs(v->lock, dv_str_release);
-    if (r == NULL) {
-        Py_XDECREF(type);
-        Py_XDECREF(value);
-        Py_XDECREF(tb);
-        return -1;
-    }
-    Py_DECREF(r);
-    PyErr_Restore(type, value, tb);
-    return rc;
+    return dv_release(v, lexer_row_locked(v, s, row, flag_of));
 }
 
 /* the byte classes of lexer state ls (its row read from Python once), and the flags of the

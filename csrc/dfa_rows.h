@@ -278,16 +278,21 @@ static int dfa_build_locked(DfaView *v, long s, int b) {
     return dfa_mark_pending(v, s, left) < 0 ? -1 : 1;
 }
 
-/* See the header: 1 done, 0 not taken here, -1 with an error set. b < 0: dfa_build_whole. */
-static int dfa_build(DfaView *v, long s, int b) {
+/* Take the ByteDFA's lock (v->lock.acquire()); 0, or -1 with an error set. */
+static int dv_acquire(DfaView *v) {
     PyObject *r = PyObject_CallMethodNoArgs(v->lock, dv_str_acquire);
     if (r == NULL)
         return -1;
     Py_DECREF(r);
-    int rc = dfa_build_locked(v, s, b);
+    return 0;
+}
+
+/* Release the ByteDFA's lock after work that returned rc, keeping the work's pending error
+ * (if any) across the release; rc, or -1 with the release's error set where it failed. */
+static int dv_release(DfaView *v, int rc) {
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
-    r = PyObject_CallMethodNoArgs(v->lock, dv_str_release);
+    PyObject *r = PyObject_CallMethodNoArgs(v->lock, dv_str_release);
     if (r == NULL) {
         Py_XDECREF(type);
         Py_XDECREF(value);
@@ -297,6 +302,13 @@ static int dfa_build(DfaView *v, long s, int b) {
     Py_DECREF(r);
     PyErr_Restore(type, value, tb);
     return rc;
+}
+
+/* See the header: 1 done, 0 not taken here, -1 with an error set. b < 0: dfa_build_whole. */
+static int dfa_build(DfaView *v, long s, int b) {
+    if (dv_acquire(v) < 0)
+        return -1;
+    return dv_release(v, dfa_build_locked(v, s, b));
 }
 
 #endif /* SG_DFA_ROWS_H */

@@ -42,6 +42,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_extract_batch import documents  # noqa: E402
 
+from benchmarks.support import alternating  # noqa: E402
+
 
 def load_decodestep(path: str):
     """The ``_decodestep`` extension built at ``path``, loaded beside this tree's."""
@@ -51,30 +53,25 @@ def load_decodestep(path: str):
     return importlib.util.module_from_spec(spec)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--docs", type=int, default=200)
-    ap.add_argument("--values", default="32,64", help="rows per C call (without --base-ext)")
-    ap.add_argument("--base-ext", default=None, help="another build's _decodestep .so")
-    ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args()
+def run_arms(arms: dict, docs: int, seed: int, rounds: int) -> None:
+    """Time ``Engine().extract(contact_card, docs cards)`` once per arm and round and print
+    the medians' table (module docstring).
+
+    Args:
+        arms: arm name -> a callable taking the host pipelines (``HostPipelines``) that sets
+            the arm up before its timed call.
+        docs, seed: the cards (``bench_extract_batch.documents``).
+        rounds: rounds, arms alternated (``support.alternating``).
+
+    Raises:
+        AssertionError: the values differ between calls.
+    """
     from structgen import Engine
     from structgen.runtime.cpu import layer_table
     from structgen.runtime.host_pipelines import host_pipelines
 
-    saved_rows, saved_ext = layer_table.MAX_STEP_ROWS, layer_table._ext
-    if args.base_ext:
-        base = load_decodestep(args.base_ext)
-        arms = {"base": lambda: setattr(layer_table, "_ext", base),
-                "this": lambda: setattr(layer_table, "_ext", saved_ext)}  # fmt: skip
-    else:
-        arms = {
-            v: (lambda v=int(v): setattr(layer_table, "MAX_STEP_ROWS", v))
-            for v in args.values.split(",")
-        }
     schema = json.loads((ROOT / "benchmarks/data/extraction/schemas/contact_card.json").read_text())
-    texts = documents(args.docs, args.seed)
+    texts = documents(docs, seed)
     n = len(texts)
     engine = Engine()
     engine.extract(schema, texts[0])  # untimed: compile
@@ -98,27 +95,23 @@ def main() -> None:
         e.runner.execute = counted
     res: dict[str, list[tuple[float, ...]]] = {a: [] for a in arms}
     first = None
-    try:
-        for r in range(args.rounds):
-            for arm in list(arms) if r % 2 == 0 else list(arms)[::-1]:
-                arms[arm]()
-                pipes.flush_cache()
-                engine.flush_cache()
-                counts[:] = [0, 0, 0, 0.0]
-                t, c = time.perf_counter(), time.process_time()
-                out = engine.extract(schema, texts)
-                wall, cpu = (time.perf_counter() - t) / n, (time.process_time() - c) / n
-                first = out if first is None else first
-                assert out == first, f"values differ in arm {arm}"
-                res[arm].append((wall, cpu, counts[0], counts[1], counts[2], counts[3] / n))
-                print(
-                    f"round {r}, arm {arm}: wall {wall:.3f} s/doc, process CPU {cpu:.3f} s/doc, "
-                    f"passes {counts[0]}, C calls {counts[1]}, rows {counts[2]}, forward thread "
-                    f"CPU {1000 * counts[3] / n:.1f} ms/doc, load {os.getloadavg()[0]:.1f}",
-                    flush=True,
-                )
-    finally:
-        layer_table.MAX_STEP_ROWS, layer_table._ext = saved_rows, saved_ext
+    for r, arm in alternating(list(arms), rounds):
+        arms[arm](pipes)
+        pipes.flush_cache()
+        engine.flush_cache()
+        counts[:] = [0, 0, 0, 0.0]
+        t, c = time.perf_counter(), time.process_time()
+        out = engine.extract(schema, texts)
+        wall, cpu = (time.perf_counter() - t) / n, (time.process_time() - c) / n
+        first = out if first is None else first
+        assert out == first, f"values differ in arm {arm}"
+        res[arm].append((wall, cpu, counts[0], counts[1], counts[2], counts[3] / n))
+        print(
+            f"round {r}, arm {arm}: wall {wall:.3f} s/doc, process CPU {cpu:.3f} s/doc, "
+            f"passes {counts[0]}, C calls {counts[1]}, rows {counts[2]}, forward thread "
+            f"CPU {1000 * counts[3] / n:.1f} ms/doc, load {os.getloadavg()[0]:.1f}",
+            flush=True,
+        )
     print("| arm | wall s/doc | process CPU s/doc | passes | C calls | rows "
           "| forward thread CPU ms/doc |\n|---|---|---|---|---|---|---|")  # fmt: skip
     for arm in arms:
@@ -128,6 +121,32 @@ def main() -> None:
             f"| {1000 * m[5]:.1f} |"
         )
     print("values equal across arms and rounds")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--docs", type=int, default=200)
+    ap.add_argument("--values", default="32,64", help="rows per C call (without --base-ext)")
+    ap.add_argument("--base-ext", default=None, help="another build's _decodestep .so")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    from structgen.runtime.cpu import layer_table
+
+    saved_rows, saved_ext = layer_table.MAX_STEP_ROWS, layer_table._ext
+    if args.base_ext:
+        base = load_decodestep(args.base_ext)
+        arms = {"base": lambda _: setattr(layer_table, "_ext", base),
+                "this": lambda _: setattr(layer_table, "_ext", saved_ext)}  # fmt: skip
+    else:
+        arms = {
+            v: (lambda _, v=int(v): setattr(layer_table, "MAX_STEP_ROWS", v))
+            for v in args.values.split(",")
+        }
+    try:
+        run_arms(arms, args.docs, args.seed, args.rounds)
+    finally:
+        layer_table.MAX_STEP_ROWS, layer_table._ext = saved_rows, saved_ext
 
 
 if __name__ == "__main__":

@@ -3,7 +3,14 @@
 This module holds the parser, the three commands and ``main``; ``structgen.cli.inputs``
 reads and checks their inputs before any model loads. Errors print one line on stderr
 (``structgen: error: ...``) and exit non-zero, never a traceback: 2 for bad input (schema,
-arguments), 1 for failures while running.
+arguments, an input too long for the model's context), 1 for failures while running.
+
+An input too long for the model's context is refused before anything runs, by both
+``generate`` (its prompt) and ``extract`` (a text's extraction prompt: the text with the
+schema, in the chat template), in one message naming both lengths: ``prompt has N tokens;
+this engine's context allows at most M (...)`` (``Engine.check_prompt_fits``). A single
+such input exits 2; in a JSON Lines batch it is that line's error line (``FILE:LINE:
+prompt has ...``) and counts among the failed texts (exit 1 for the batch).
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from structgen.cli.inputs import CliError, load_schema, open_output, read_constraint, read_texts
-from structgen.errors import ConfigError, ExtractionError, StructgenError
+from structgen.errors import ConfigError, ExtractionError, PromptTooLongError, StructgenError
 from structgen.runtime.sampling_params import SamplingParams
 
 __all__ = ["main"]
@@ -134,15 +141,21 @@ def cmd_extract(args: argparse.Namespace) -> int:
     kept = [i for i, t in enumerate(texts) if t.strip()]  # blank JSON lines: errors, no model
     args.constrained = True
     engine = _engine(args) if kept else None
+    too_long = _prompts_too_long(engine, schema, texts, kept) if kept else {}
+    kept = [i for i in kept if i not in too_long]
     params = SamplingParams(max_tokens=args.max_tokens, temperature=0.0)
     batch = BatchWriter(lambda res, name: _write_result(out, res, name), len(texts), where,
                         lines is not None, args.max_tokens)  # fmt: skip
     try:
+        if lines is None and too_long:
+            raise too_long[0]  # exit 2, as generate's prompt too long
         for i, t in enumerate(texts):
             if not t.strip():
                 batch.on_result(
                     i, ExtractionError("the text is empty: there is nothing to extract from")
                 )
+            elif i in too_long:
+                batch.on_result(i, ExtractionError(str(too_long[i]), finish_reason="error"))
         if kept:
             with warnings.catch_warnings():  # reported above, one line per text
                 warnings.simplefilter("ignore", ExtractionTruncatedWarning)
@@ -163,6 +176,34 @@ def cmd_extract(args: argparse.Namespace) -> int:
     if batch.failed:
         raise CliError(f"{len(batch.failed)} of {len(texts)} extractions failed", code=1)
     return 0
+
+
+def _prompts_too_long(
+    engine: Any, schema: Any, texts: Sequence[str], indices: Sequence[int]
+) -> dict[int, PromptTooLongError]:
+    """The texts of ``indices`` whose extraction prompt (``extraction_messages``: the text
+    with the schema, as ``extract`` sends it, no instructions) leaves no room in the
+    engine's context, each with the error ``engine.check_prompt_fits`` raises for it.
+
+    Raises:
+        never (a prompt the engine cannot encode, or an engine without
+        ``check_prompt_fits`` and ``encode_prompt``, is left to ``extract``).
+    """
+    from structgen.extraction import extraction_messages
+    from structgen.fsm.spec import schema_for
+
+    found: dict[int, PromptTooLongError] = {}
+    if not (hasattr(engine, "check_prompt_fits") and hasattr(engine, "encode_prompt")):
+        return found
+    sd = schema_for(schema)
+    for i in indices:
+        try:
+            engine.check_prompt_fits(engine.encode_prompt(extraction_messages(sd, texts[i])))
+        except PromptTooLongError as exc:
+            found[i] = exc
+        except StructgenError:
+            pass
+    return found
 
 
 def _write_result(out: Any, res: Any, where: str | None) -> None:

@@ -269,7 +269,9 @@ class TemplateProgram(Template):
 
         Returns:
             The typed values by hole name (``.text``: the filled template; ``.output``:
-            the RequestOutput, with ``metrics``; ``.copied``: the holes copied).
+            the RequestOutput, with ``metrics``; ``.copied``: the holes copied;
+            ``.truncated`` / ``.cut_by``: whether ``max_tokens`` or the end of the model's
+            context cut the fill, and which, as ``ProgramState.cut_by`` tells).
 
         Raises:
             RequestError: the request failed or its output is incomplete; ``copy_from``
@@ -284,7 +286,9 @@ class TemplateProgram(Template):
             state += E.assistant(body)
         else:
             state += E.Text(prompt) + body
-        return state[_RESULT]
+        res = state[_RESULT]
+        res.cut_by = state.cut_by(_RESULT)
+        return res
 
 
 _RESULT = "\x00template"

@@ -38,7 +38,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from structgen.errors import RequestError
+from structgen.errors import LengthLimit, RequestError
 from structgen.fsm.regex.anchors import strip_end_anchors
 from structgen.fsm.regex.escape import escape_class_char, escape_literal
 from structgen.fsm.spec import Regex
@@ -99,12 +99,29 @@ class Hole:
 
 class TemplateResult(dict):
     """The typed values by hole name; ``.text`` is the filled template, ``.output`` the run,
-    ``.copied`` the names of the holes copied from the source text (``Template.copy_from``).
+    ``.copied`` the names of the holes copied from the source text (``Template.copy_from``),
+    ``.cut_by`` the limit that cut the fill and ``.truncated`` whether one did, as
+    ``ProgramState.cut_by`` / ``ProgramState.truncated`` tell for a capture.
+
+    Attributes:
+        cut_by: a :class:`~structgen.errors.LengthLimit` (``"max_tokens"`` with the fill's
+            ``max_tokens``, or ``"context"`` with the most tokens, prompt included, one
+            request can hold) when the output stopped at that limit (it matched the
+            template there: a fill cut before it matched raises instead); None when the
+            fill was not cut (set by ``TemplateProgram.run``).
     """
 
     text: str = ""
     output: RequestOutput | None = None
     copied: tuple[str, ...] = ()
+    cut_by: LengthLimit | None = None
+
+    @property
+    def truncated(self) -> bool:
+        """Whether the fill stopped at ``max_tokens`` or the end of the model's context
+        (``output.finish_reason == "length"``; :attr:`cut_by` tells which). Raises: never.
+        """
+        return self.output is not None and self.output.finish_reason == "length"
 
 
 def _parse(source: str, schemas: dict[str, Any]) -> list[str | Hole]:

@@ -17,7 +17,12 @@ Soundness needs every operand and ``U`` to write each value one way (a complemen
 grammar that spells a value differently would let that spelling through), so the
 operands are converted in *canonical mode* (``Canon``):
 
-* whitespace is compact;
+* whitespace is the schema's own (``conv.ws``: none when compact, else one run of it
+  between any two tokens inside a container, as every other keyword writes it), in
+  ``U`` and in every operand: whitespace never depends on the value, so each grammar
+  accepts every spelling of a value's canonical text or none of them, and a complement
+  keeps the spellings of the values it keeps (checked by brute force against
+  ``json.loads`` + ``jsonschema``: ``tests/fsm/json_schema/test_boolean_ops_whitespace.py``);
 * ``U``'s numbers are canonical: integer-valued numbers as integers (``7``, never
   ``7.0`` or ``7e0``; ``0``, never ``-0``), the others as a decimal fraction without
   trailing zeros and without an exponent; under drafts 3 and 4, where ``7.0`` is a
@@ -351,15 +356,20 @@ def universe(conv, depth: int, extras: bool = True, level: int | None = None) ->
     if depth <= 0:
         return conv.sharing.store(key, _or(scalars))
     inner = universe(conv, depth - 1, extras, level + 1)
-    array = "\\[(?:" + inner + "(?:," + inner + ")*)?\\]"
-    listed = _ordered(conv, [_key_text(k) + ":" + inner for k in keys])
+    # one whitespace run between two tokens (an empty container's brackets too), as the
+    # other keywords write them: a member carries the run before it, a comma the one
+    # before the comma
+    ws = conv.ws
+    array = "\\[" + ws + "(?:" + inner + "(?:" + ws + "," + ws + inner + ")*" + ws + ")?\\]"
+    member = ws + ":" + ws + inner
+    listed = _ordered(conv, [ws + _key_text(k) + member for k in keys], ws + ",")
     if extras:
-        pair = _place(conv, '"' + key_not_in(list(keys)) + '":' + inner)
-        more = "(?:," + pair + ")*"
+        pair = _place(conv, ws + '"' + key_not_in(list(keys)) + '"' + member)
+        more = "(?:" + ws + "," + pair + ")*"
         body = "(?:" + (listed + more + "|" if listed else "") + pair + more + ")?"
     else:
         body = "(?:" + listed + ")?" if listed else ""
-    obj = "\\{" + body + "\\}"
+    obj = "\\{" + body + ws + "\\}"
     return conv.sharing.store(key, _or(scalars + [array, obj]))
 
 
@@ -376,22 +386,22 @@ def _key_text(name: str) -> str:
     return escape_literal(json.dumps(name, ensure_ascii=False))
 
 
-def _ordered(conv, parts: list[str]) -> str:
-    """A non-empty subsequence of ``parts`` in order, comma-separated (``""`` for none):
-    ``(?:p_0 G(1) | .. | p_n-1 G(n))`` with ``G(i) = (?:,p_i)? G(i+1)`` (each ``G`` a
-    shared definition: the text is linear and the nesting flat).
+def _ordered(conv, parts: list[str], sep: str = ",") -> str:
+    """A non-empty subsequence of ``parts`` in order, separated by ``sep`` (``""`` for
+    none): ``(?:p_0 G(1) | .. | p_n-1 G(n))`` with ``G(i) = (?:sep p_i)? G(i+1)`` (each
+    ``G`` a shared definition: the text is linear and the nesting flat).
     """
     if not parts:
         return ""
     tails = [""]
     for part in reversed(parts[1:]):
-        tails.append(_place(conv, "(?:," + part + ")?" + tails[-1]))
+        tails.append(_place(conv, "(?:" + sep + part + ")?" + tails[-1]))
     tails.reverse()  # tails[i]: what may follow parts[i]
     return "(?:" + "|".join(p + t for p, t in zip(parts, tails)) + ")"
 
 
 class _Mode:
-    """Enter canonical mode on ``conv`` (compact whitespace, memo keys tagged)."""
+    """Enter canonical mode on ``conv`` (memo keys tagged; the schema's whitespace kept)."""
 
     def __init__(self, conv, operands: list[Any]) -> None:
         self.conv = conv
@@ -399,15 +409,14 @@ class _Mode:
 
     def __enter__(self):
         conv = self.conv
-        self.saved = (conv.canon, conv.ws)
+        self.saved = conv.canon
         if conv.canon is None:
             levels = canonical_key_levels(self.operands, conv.resolve, canon_depth(conv))
             conv.canon = _canon(levels)
-            conv.ws = ""
         return conv.canon
 
     def __exit__(self, *exc) -> None:
-        self.conv.canon, self.conv.ws = self.saved
+        self.conv.canon = self.saved
 
 
 def _operand(conv, schema: Any, pointer: str, refs, complemented: bool) -> str | None:

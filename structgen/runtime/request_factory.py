@@ -172,7 +172,11 @@ class RequestFactory:
             )
             if grammar is not None:
                 req.constraint = term
-                req.matcher = grammar.matcher(max_tokens=p.max_tokens)
+                # the output's budget is max_tokens or the context's room, whichever ends
+                # first (step._check_limits finishes the request at either): a JSON cut by
+                # the context is closed validly as one cut by max_tokens is
+                room = self.max_request_tokens() - len(ids)
+                req.matcher = grammar.matcher(max_tokens=max(1, min(p.max_tokens, room)))
             reqs.append(req)
         return reqs
 

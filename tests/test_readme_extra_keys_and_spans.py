@@ -1,4 +1,4 @@
-"""Two README statements a new user's first hour ran into, checked against the grammars.
+"""README statements a new user's first hour ran into, checked against the code.
 
 A non-strict ``json_schema`` request came back from ``structgen serve`` with one extra key
 three times (``"city":"New York","city":"New York","city":""``): extra keys may repeat one
@@ -6,7 +6,8 @@ another, a declared key never does, and a strict schema or ``copy_from`` adds no
 to an object without ``additionalProperties`` (README, "Constraints"). ``copy_from`` alone
 answered ``"Lyon."``: a punctuation mark is a unit of the text, so a span may end with one,
 and a span still never cuts a word nor starts or ends with whitespace (README, "The
-server"). No model is loaded: ``matches`` answers for the grammar's language.
+server"). ``return_details=True`` printed ``ExtractionResult`` with a ``cut_by`` field
+README did not list. No model is loaded (``matches`` answers for a grammar's language).
 """
 
 from __future__ import annotations
@@ -66,3 +67,16 @@ def test_copy_from_alone_is_one_span_and_may_end_in_punctuation(span, is_span):
     """README's spans of the example text, ``"Lyon."`` included, and what is not one."""
     assert '`"Lyon."` is a span too' in readme_text()
     assert compile_spec(with_copy(None, (TEXT,))).matches(span) is is_span
+
+
+def test_readme_lists_every_field_of_extraction_result():
+    """README's ``ExtractionResult(...)`` names the dataclass's fields, in order
+    (``cut_by`` was missing: a first-hour ``return_details=True`` printed it)."""
+    import dataclasses
+
+    from structgen.extraction.result import ExtractionResult
+
+    listed = re.findall(r"`ExtractionResult\(([^)]*)\)`", readme_text())
+    assert listed, "README no longer shows ExtractionResult's fields"
+    names = [f.name for f in dataclasses.fields(ExtractionResult)]
+    assert [[n.strip() for n in group.split(",")] for group in listed] == [names] * len(listed)

@@ -7,7 +7,8 @@ to an object without ``additionalProperties`` (README, "Constraints"). ``copy_fr
 answered ``"Lyon."``: a punctuation mark is a unit of the text, so a span may end with one,
 and a span still never cuts a word nor starts or ends with whitespace (README, "The
 server"). ``return_details=True`` printed ``ExtractionResult`` with a ``cut_by`` field
-README did not list. No model is loaded (``matches`` answers for a grammar's language).
+README did not list; ``OpenAIBackend`` needs ``openai``, which structgen does not install.
+No model is loaded (``matches`` answers for a grammar's language).
 """
 
 from __future__ import annotations
@@ -80,3 +81,17 @@ def test_readme_lists_every_field_of_extraction_result():
     assert listed, "README no longer shows ExtractionResult's fields"
     names = [f.name for f in dataclasses.fields(ExtractionResult)]
     assert [[n.strip() for n in group.split(",")] for group in listed] == [names] * len(listed)
+
+
+def test_readme_says_openai_backend_needs_the_openai_package():
+    """``OpenAIBackend`` imports ``openai``, which ``pip install -e .`` does not install
+    (only the ``test`` extra has it); without it the first call was a bare
+    ``ModuleNotFoundError``, and README now says to install it."""
+    import tomllib
+
+    project = tomllib.loads((README.parent / "pyproject.toml").read_text())["project"]
+    core = [re.split(r"[<>=;\[ ]", dep, maxsplit=1)[0] for dep in project["dependencies"]]
+    assert "openai" not in core
+    source = (README.parent / "structgen" / "lang" / "openai_backend.py").read_text()
+    assert "import openai" in source
+    assert re.search(r"OpenAIBackend\([^)]*\)` \(it needs `pip install openai`", readme_text())

@@ -95,6 +95,15 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   whose every whole-chunk occurrence the text continues with digit groups of three or
   more, one space each (``labels.spaced_end``: "KA-JM 2281"), takes the whole
   identifier when every occurrence gives the same one and the schema accepts it.
+* **time unit**: a number field named for a time unit (the last word of its name:
+  ``warranty_months``, ``age_years``, ``prep_minutes``) whose value the text writes only
+  as numerals followed by one other unit of the same family ("Standard cover: two years"
+  for ``warranty_months`` 2; "eighteen months old" for ``age_years`` 18) takes the value
+  in its own unit (24; 1.5), when that has at most two decimals and the field's type and
+  bounds accept it (``numbers.unit_value``): minutes, hours, days and weeks convert among
+  themselves, months and years between themselves. The number rules read a whole numeral
+  followed by "and a half" as one more half ("thirty-seven and a half in total": 37.5;
+  ``numbers.with_halves``).
 * **repeat**: a number field that is not nullable and holds the same value as an
   earlier sibling number field (schema order, after the number rule), where the text
   writes that value as one numeral only, copied its sibling's numeral (a 135M model
@@ -261,7 +270,9 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   ``strings.pattern_shape``).
 * **label list**: an array of free strings takes the one list the text writes after a
   label whose last word names it and no sibling ("Attending: A, B and C", "Absent with
-  apologies: D"), split at commas, "and" and "&" (``strings.label_list``).
+  apologies: D"), or whose first word does, the rest one to three lowercase words
+  ("Vaccines given so far: E and F", "Languages spoken: G"), split at commas, "and" and
+  "&" (``strings.label_list``).
 * **roles**: two free string fields whose names differ by a role word (``home_team`` /
   ``away_team``) exchange values when the text labels them the other way round ("Home:
   Tampere Lynx", "Cardiff Wildcats (home)", "HireHub Tools Ltd (the company)", the role
@@ -340,18 +351,18 @@ Layout (``structgen/extraction/evidence/``): ``text.py`` reads the text and the 
 (``stem``, ``unwrapped``, ``name_stems``, ``option_stems``, words, clauses, negations),
 ``fields.py`` a field's subschema (kind, nullable, bounds), ``options.py`` holds the
 boolean, enum and enum array rules (currency symbols included), ``numbers.py`` the
-number, separator, repeat, range, amount, denied-number, denied-count and foreign
-numeral rules, ``strings.py`` the span-start, span-end, spaced identifier, label, string
-repeat, identifier, phone, phone fragment, e-mail shape, invented e-mail, URI shape,
-pattern shape and label list rules, ``roles.py`` the role rule, ``names.py`` the name-
-run, place-list, sibling-cut, sentence-cut, date-tail, dangling-end, label-word,
-possessive, honorific and appositive rules (where a copied name starts and ends),
-``records.py`` the weekly-session, identified-record and travel-leg rules, ``dates.py``
-the date order, date null, named date (and its renamed-date twin) and stated-order
-rules, ``contacts.py`` the contact rule, ``nulls.py`` the null, identifier null and
-denied-array rules, ``counted.py`` the arrays of counted goods, measurements, keyed
-values, quoted titles and measured goods, and ``apply.py`` the driver,
-``apply_evidence``, which this package re-exports.
+number, separator, time-unit (and "and a half"), repeat, range, amount, denied-number,
+denied-count and foreign numeral rules, ``strings.py`` the span-start, span-end, spaced
+identifier, label, string repeat, identifier, phone, phone fragment, e-mail shape,
+invented e-mail, URI shape, pattern shape and label list rules, ``roles.py`` the role
+rule, ``names.py`` the name-run, place-list, sibling-cut, sentence-cut, date-tail,
+dangling-end, label-word, possessive, honorific and appositive rules (where a copied
+name starts and ends), ``records.py`` the weekly-session, identified-record and
+travel-leg rules, ``dates.py`` the date order, date null, named date (and its
+renamed-date twin) and stated-order rules, ``contacts.py`` the contact rule,
+``nulls.py`` the null, identifier null and denied-array rules, ``counted.py`` the arrays
+of counted goods, measurements, keyed values, quoted titles and measured goods, and
+``apply.py`` the driver, ``apply_evidence``, which this package re-exports.
 """
 
 from __future__ import annotations

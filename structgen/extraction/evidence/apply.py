@@ -66,9 +66,16 @@ from structgen.extraction.evidence.numbers import (
     number_candidates,
     range_values,
     repeated_numbers,
+    unit_value,
+    with_halves,
 )
 from structgen.extraction.evidence.options import bool_value, enum_items, enum_value
-from structgen.extraction.evidence.records import identified_items, leg_items, weekly_items
+from structgen.extraction.evidence.records import (
+    day_number_items,
+    identified_items,
+    leg_items,
+    weekly_items,
+)
 from structgen.extraction.evidence.roles import swapped_roles
 from structgen.extraction.evidence.strings import (
     email_shape,
@@ -110,7 +117,7 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
     if not isinstance(schema, dict) or not isinstance(value, dict):
         return value, []
     doc = TextWords(text)
-    spans = numeral_spans(text)
+    spans = with_halves(numeral_spans(text), text)  # "ten and a half": 10.5
     amounts = amount_spans(text)
     foreign = (foreign_spans(text), foreign_spans(text, identifiers=False))
     out = json.loads(json.dumps(value))
@@ -210,6 +217,10 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
             grouped = grouped_reading(schema, prop, node.get(name), spans)
             if grouped is not None:
                 node[name] = int(grouped)
+                changed.append(path + name)
+            in_unit = unit_value(schema, prop, name, node.get(name), text, spans)
+            if in_unit is not None:  # "two years" for ``warranty_months``: 24
+                node[name] = _plain(in_unit)
                 changed.append(path + name)
             started = span_start(schema, prop, node.get(name), text)
             if started is not None:
@@ -325,11 +336,11 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
 
 def _counted(schema: dict, text: str, value: dict, checker: Any) -> tuple[dict, list[str]]:
     """``value`` with each top-level array of counted goods, measurements, keyed values,
-    quoted titles, measured or dosed goods, weekly sessions, identified records or travel
-    legs read from the text (``counted.counted_items``, ``measured_items``,
+    quoted titles, measured or dosed goods, weekly sessions, identified records, travel
+    legs or day numbers read from the text (``counted.counted_items``, ``measured_items``,
     ``pair_items``, ``quoted_items``, ``unit_items``, ``dosed_items``,
-    ``records.weekly_items``, ``identified_items``, ``leg_items``), kept only where the
-    whole object stays valid.
+    ``records.weekly_items``, ``identified_items``, ``leg_items``, ``day_number_items``),
+    kept only where the whole object stays valid.
     """
     props = _resolve(schema, schema).get("properties") or {}
     out, changed = value, []
@@ -354,6 +365,8 @@ def _counted(schema: dict, text: str, value: dict, checker: Any) -> tuple[dict, 
             new = identified_items(schema, prop, text, current)
         if new is None:
             new = leg_items(schema, prop, text, current)
+        if new is None:
+            new = day_number_items(schema, prop, text, current)
         if new is None or new == current:
             continue
         trial = dict(out)

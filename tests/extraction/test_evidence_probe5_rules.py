@@ -211,3 +211,60 @@ def test_apply_evidence_end_to_end():
     assert got["tools"] == ["drill", "ladder"]
     assert got["trial_months"] == 12  # "one year"
     assert {"entries", "tools", "trial_months"} <= set(changed)
+
+
+# ---- a currency sign cut off, and placeholders ----
+
+
+@pytest.mark.parametrize(
+    ("value", "want"),
+    [
+        ("Brightwell Hardware for €", "Brightwell Hardware"),
+        ("Kiosk Nord at £", "Kiosk Nord"),
+        ("Old Mill Books $", "Old Mill Books"),
+        ("Old Mill Books", None),  # nothing cut off
+        ("Fund for $5", None),  # an amount follows the sign
+        ("€", None),  # nothing would be left
+    ],
+)
+def test_dangling_currency(value, want):
+    from structgen.extraction.evidence.names import dangling_cut
+
+    assert dangling_cut({}, STR, value) == want
+
+
+@pytest.mark.parametrize(
+    ("prop", "value", "want"),
+    [
+        (STR, "unknown", True),
+        (STR, " N/A. ", True),
+        (STR, "TBC", True),
+        (STR, "Unknown Pleasures", False),
+        ({"enum": ["unknown", "cat"]}, "unknown", False),  # an option, not a placeholder
+        (STR, None, False),
+    ],
+)
+def test_placeholder(prop, value, want):
+    from structgen.extraction.evidence.nulls import placeholder
+
+    assert placeholder({}, prop, value) is want
+
+
+def test_placeholder_in_apply_evidence():
+    nullable = {"type": ["string", "null"], "maxLength": 40}
+    schema = _obj(pet=STR, breed=nullable, colour=STR)
+    text = "Pet: Pixel. Breed unknown. Colour unknown too."
+    got, changed = apply_evidence(
+        schema, text, {"pet": "Pixel", "breed": "unknown", "colour": "unknown"}
+    )
+    assert got == {"pet": "Pixel", "breed": None, "colour": "unknown"}  # colour: required
+    assert changed == ["breed"]
+
+
+def test_sibling_cut_takes_the_currency_sign():
+    from structgen.extraction.evidence.names import sibling_cut
+
+    schema = _obj(shop=STR, price={"type": "number"})
+    text = "Bought at Brightwell Hardware for € 89,50 on Friday."
+    node = {"shop": "Brightwell Hardware for € 89,50", "price": 89.5}
+    assert sibling_cut(schema, schema, node, text) == {"shop": "Brightwell Hardware"}

@@ -151,7 +151,8 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   on 2026-05-09, 17:30"): it is cut before the first such value, at the last clause break
   (``. ``, ``, ``, ``; ``, `` - ``) before it when there is one ("Dmitri Volkov, booking
   code LM55RT" -> "Dmitri Volkov"), trailing punctuation and function words dropped
-  ("... reception at" -> "... reception"), when the text writes the rest and the schema
+  ("... reception at" -> "... reception"; a currency sign too: "ElektroMarkt Graz for €
+  349,90" with a ``price`` of 349.9), when the text writes the rest and the schema
   accepts it. Runs after the name-run rule, so a sibling extended to "Hotel Sakuragaoka"
   cuts at its start. A numeral written as its own word (a space before it) whose reading
   a sibling number field holds cuts the same way ("Quick garlic prawns for two", with
@@ -168,9 +169,10 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   Feb 21st", "Village Hall, 12 January 2026", "Ingrid Søndergaard, born 14/03/1951
   (day/month/year)"), is cut before that word (``names.date_tail``).
 * **dangling end**: a free string value ending with an opening bracket and at most two
-  words ("Dev Anand Krishnan (booking") or with ``:``, ``,`` or ``;`` and then "The",
-  an article, "and", "or", "of" or "with" ("HIST 214: The") is cut before it
-  (``names.dangling_cut``).
+  words ("Dev Anand Krishnan (booking"), with ``:``, ``,`` or ``;`` and then "The",
+  an article, "and", "or", "of" or "with" ("HIST 214: The"), or with a currency sign
+  and no amount, a preposition before it allowed ("ElektroMarkt Graz for €"), is cut
+  before it (``names.dangling_cut``).
 * **label word**: a free string value whose first word is a word of the field's name
   followed by a name ("Patient Øyvind Hansen" for ``patient_name``, "passenger Aisha"
   for ``passenger``) is the name, before the name-run rule reads it
@@ -307,6 +309,10 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
 * **date null**: a nullable string field without ``format`` or ``pattern``, its name
   nowhere in the text, whose value reads as a date or time (``fsm.dates``) that a
   sibling field holds is null (an appointment's ``location`` = "11 a.m.", the ``time``).
+* **placeholder**: a string field (no ``enum`` or ``const``) holding a word that stands
+  for no value ("unknown", "n/a", "none", "TBC", "not stated": ``nulls.PLACEHOLDERS``;
+  "Breed unknown, so we leave it blank") is null, or left out where the schema does not
+  require it; a field the schema requires and does not let be null keeps it.
 * **null**: a nullable string or number field whose value equals a sibling field's
   value (after the rules above), and whose name the text never mentions (no text word
   matches a stem of it), is null: the model copied a value the text gives to another
@@ -341,7 +347,10 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   an array of travel legs (from and to fields by name, a date, optionally a mode enum,
   a carrier, a time, a nullable string) one record per sentence with one "from X to Y"
   leg ("Leg two: FlixBus N702 overnight coach from Paris to Barcelona the same day":
-  ``records.leg_items``).
+  ``records.leg_items``); an array of day numbers (a weekday enum and a number) from the
+  text's one longest run of clauses each naming one weekday, a numeral right after it
+  ("Mon 8.5 h, Tue 7.5 h"; "Monday seven hours, Tuesday eight, Wednesday I was off
+  sick": ``records.day_number_items``).
 
 A replacement is kept only when the object stays valid under the schema (``jsonschema``).
 The rules read the text only (no model call); ``extract(evidence=...)`` turns them on,
@@ -357,12 +366,13 @@ identifier, label, string repeat, identifier, phone, phone fragment, e-mail shap
 invented e-mail, URI shape, pattern shape and label list rules, ``roles.py`` the role
 rule, ``names.py`` the name-run, place-list, sibling-cut, sentence-cut, date-tail,
 dangling-end, label-word, possessive, honorific and appositive rules (where a copied
-name starts and ends), ``records.py`` the weekly-session, identified-record and
-travel-leg rules, ``dates.py`` the date order, date null, named date (and its
+name starts and ends), ``records.py`` the weekly-session, identified-record, travel-leg
+and day-number rules, ``dates.py`` the date order, date null, named date (and its
 renamed-date twin) and stated-order rules, ``contacts.py`` the contact rule,
-``nulls.py`` the null, identifier null and denied-array rules, ``counted.py`` the arrays
-of counted goods, measurements, keyed values, quoted titles and measured goods, and
-``apply.py`` the driver, ``apply_evidence``, which this package re-exports.
+``nulls.py`` the null, identifier null, placeholder and denied-array rules,
+``counted.py`` the arrays of counted goods, measurements, keyed values, quoted titles
+and measured goods, and ``apply.py`` the driver, ``apply_evidence``, which this package
+re-exports.
 """
 
 from __future__ import annotations

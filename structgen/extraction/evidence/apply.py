@@ -54,6 +54,7 @@ from structgen.extraction.evidence.nulls import (
     copied_nulls,
     denied_items,
     denied_string,
+    placeholder,
 )
 from structgen.extraction.evidence.numbers import (
     all_negated,
@@ -318,6 +319,10 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
             contact = contact_object(schema, sub, name, node, doc)
             if contact is not None:  # "Call Hannah Wright, 0113 496 0000": the agent
                 node[name] = contact
+                changed.append(path + name)
+        for name, prop in (sub.get("properties") or {}).items():
+            if placeholder(schema, prop, node.get(name)) and clearable(schema, sub, name, prop):
+                clear_field(schema, prop, node, name)  # "Breed unknown": no breed
                 changed.append(path + name)
         copied = copied_nulls(schema, sub, node, doc, text, spans)
         for name in copied:  # a sibling's value for a field the text never names

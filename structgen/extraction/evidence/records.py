@@ -1,5 +1,6 @@
 """Arrays of records read one record per local region of the text: weekly sessions per
-day group, identified records per identifier, travel legs per "from X to Y" sentence.
+day group, identified records per identifier, travel legs per "from X to Y" sentence,
+day numbers per day clause (``day_number_items``: "Mon 8.5 h, Tue 7.5 h").
 
 An array whose item is a *weekly session* (``weekly_fields``: exactly one enum whose
 options each name one weekday, ``mon`` / ``Monday`` / ``tuesday``; two time-of-day

@@ -268,3 +268,53 @@ def test_sibling_cut_takes_the_currency_sign():
     text = "Bought at Brightwell Hardware for € 89,50 on Friday."
     node = {"shop": "Brightwell Hardware for € 89,50", "price": 89.5}
     assert sibling_cut(schema, schema, node, text) == {"shop": "Brightwell Hardware"}
+
+
+# ---- durations ----
+
+NDAYS = {"type": ["integer", "null"], "minimum": 1}
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        ("Take one tablet three times a day for 7 days.", 7),
+        ("Apply twice daily for fourteen days. Refills: none.", 14),
+        ("Use for two weeks, then stop.", 14),
+        ("One drop a day for 10 days, then for another 10 days at half dose.", 10),
+    ],
+)
+def test_duration_value(text, want):
+    from structgen.extraction.evidence.numbers import duration_value
+
+    got = duration_value({}, NDAYS, "duration_days", None, text, numeral_spans(text))
+    assert got == want
+
+
+@pytest.mark.parametrize(
+    ("value", "text", "prop"),
+    [
+        (7, "for 7 days", NDAYS),  # the model's value stays
+        (None, "for 7 days, then for 5 days", NDAYS),  # two durations
+        (None, "7 days", NDAYS),  # no "for"
+        (None, "for 2 months", NDAYS),  # months are no whole number of days
+        (None, "for 7 days", {"type": "integer", "minimum": 1}),  # not nullable
+        (None, "for 70 days", {"type": ["integer", "null"], "maximum": 30}),  # bounds
+    ],
+)
+def test_duration_value_leaves(value, text, prop):
+    from structgen.extraction.evidence.numbers import duration_value
+
+    assert duration_value({}, prop, "duration_days", value, text, numeral_spans(text)) is None
+
+
+def test_duration_in_apply_evidence():
+    schema = {
+        "type": "object",
+        "properties": {"medicine": STR, "duration_days": NDAYS},
+        "required": ["medicine"],
+    }
+    text = "Eye drops, twice daily for two weeks."
+    got, changed = apply_evidence(schema, text, {"medicine": "Eye drops"})
+    assert got == {"medicine": "Eye drops", "duration_days": 14}
+    assert changed == ["duration_days"]

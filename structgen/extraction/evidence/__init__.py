@@ -104,6 +104,12 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   themselves, months and years between themselves. The number rules read a whole numeral
   followed by "and a half" as one more half ("thirty-seven and a half in total": 37.5;
   ``numbers.with_halves``).
+* **duration**: a nullable number field named for a time unit that the model left null
+  or out takes the one duration the text writes as "for", a numeral and a unit of the
+  same family ("three times a day for 7 days" for ``duration_days``; "for two weeks":
+  14), converted as the time-unit rule does (``numbers.duration_value``): where a sibling
+  such as ``times_per_day`` shares the word "day", the number rule leaves both fields to
+  the model.
 * **repeat**: a number field that is not nullable and holds the same value as an
   earlier sibling number field (schema order, after the number rule), where the text
   writes that value as one numeral only, copied its sibling's numeral (a 135M model
@@ -360,19 +366,19 @@ Layout (``structgen/extraction/evidence/``): ``text.py`` reads the text and the 
 (``stem``, ``unwrapped``, ``name_stems``, ``option_stems``, words, clauses, negations),
 ``fields.py`` a field's subschema (kind, nullable, bounds), ``options.py`` holds the
 boolean, enum and enum array rules (currency symbols included), ``numbers.py`` the
-number, separator, time-unit (and "and a half"), repeat, range, amount, denied-number,
-denied-count and foreign numeral rules, ``strings.py`` the span-start, span-end, spaced
-identifier, label, string repeat, identifier, phone, phone fragment, e-mail shape,
-invented e-mail, URI shape, pattern shape and label list rules, ``roles.py`` the role
-rule, ``names.py`` the name-run, place-list, sibling-cut, sentence-cut, date-tail,
-dangling-end, label-word, possessive, honorific and appositive rules (where a copied
-name starts and ends), ``records.py`` the weekly-session, identified-record, travel-leg
-and day-number rules, ``dates.py`` the date order, date null, named date (and its
-renamed-date twin) and stated-order rules, ``contacts.py`` the contact rule,
-``nulls.py`` the null, identifier null, placeholder and denied-array rules,
-``counted.py`` the arrays of counted goods, measurements, keyed values, quoted titles
-and measured goods, and ``apply.py`` the driver, ``apply_evidence``, which this package
-re-exports.
+number, separator, time-unit (and "and a half"), duration, repeat, range, amount,
+denied-number, denied-count and foreign numeral rules, ``strings.py`` the span-start,
+span-end, spaced identifier, label, string repeat, identifier, phone, phone fragment,
+e-mail shape, invented e-mail, URI shape, pattern shape and label list rules,
+``roles.py`` the role rule, ``names.py`` the name-run, place-list, sibling-cut,
+sentence-cut, date-tail, dangling-end, label-word, possessive, honorific and appositive
+rules (where a copied name starts and ends), ``records.py`` the weekly-session,
+identified-record, travel-leg and day-number rules, ``dates.py`` the date order, date
+null, named date (and its renamed-date twin) and stated-order rules, ``contacts.py`` the
+contact rule, ``nulls.py`` the null, identifier null, placeholder and denied-array
+rules, ``counted.py`` the arrays of counted goods, measurements, keyed values, quoted
+titles and measured goods, and ``apply.py`` the driver, ``apply_evidence``, which this
+package re-exports.
 """
 
 from __future__ import annotations

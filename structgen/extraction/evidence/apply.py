@@ -62,6 +62,7 @@ from structgen.extraction.evidence.numbers import (
     assign_numbers,
     denied_count,
     denied_number,
+    duration_value,
     foreign_value,
     grouped_reading,
     number_candidates,
@@ -220,6 +221,8 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
                 node[name] = int(grouped)
                 changed.append(path + name)
             in_unit = unit_value(schema, prop, name, node.get(name), text, spans)
+            if in_unit is None:  # "for 7 days" for ``duration_days`` left null or out
+                in_unit = duration_value(schema, prop, name, node.get(name), text, spans)
             if in_unit is not None:  # "two years" for ``warranty_months``: 24
                 node[name] = _plain(in_unit)
                 changed.append(path + name)

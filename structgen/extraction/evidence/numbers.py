@@ -474,3 +474,41 @@ def with_halves(spans: list, text: str) -> list:
         else:
             out.append((start, end, values))
     return out
+
+
+_FOR_BEFORE = re.compile(r"\bfor[ \t]+(?:another[ \t]+|a[ \t]+further[ \t]+)?\Z", re.IGNORECASE)
+
+
+def duration_value(
+    root: Any, prop: Any, name: str, value: Any, text: str, spans: list
+) -> Decimal | None:
+    """The duration rule of the package docstring: a nullable number field named for a
+    time unit (``duration_days``; ``_time_unit`` of its name's last word) that the model
+    left null takes the one duration the text writes as "for" and a numeral and a unit of
+    the same family ("for 7 days", "for fourteen days", "for two weeks" -> 14), converted
+    to the field's unit, when every such phrase gives the same value, it has at most two
+    decimals and the field's type and bounds accept it; else None (no change). Raises:
+    never.
+    """
+    kind, branch = field_kind(root, prop)
+    if kind != "number" or value is not None or not is_nullable(root, prop):
+        return None
+    words = [w for w in re.split(r"[\W_]+", name) if w]
+    own = _time_unit(words[-1]) if words else None
+    if own is None:
+        return None
+    found = set()
+    for start, end, values in spans:
+        m = _UNIT_AFTER.match(text, end)
+        unit = _time_unit(m.group(1)) if m else None
+        if unit is None or unit[0] != own[0] or len(values) != 1:
+            continue
+        if _FOR_BEFORE.search(text, max(0, start - 24), start) is None:
+            continue
+        found.add(values[0] * unit[1] / own[1])
+    if len(found) != 1:
+        return None
+    converted = found.pop()
+    if converted != converted.quantize(Decimal("0.01")):
+        return None
+    return converted if accepts_number(branch, converted) else None

@@ -43,6 +43,7 @@ from structgen.extraction.evidence.fields import (
     is_nullable,
     schema_accepts,
 )
+from structgen.extraction.evidence.numbers import with_halves
 from structgen.extraction.refs import resolve as _resolve
 from structgen.fsm.dates import dates, times
 from structgen.fsm.numerals import numeral_spans
@@ -56,6 +57,8 @@ __all__ = [
     "identified_items",
     "leg_fields",
     "leg_items",
+    "day_number_fields",
+    "day_number_items",
 ]
 
 _DAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
@@ -601,8 +604,6 @@ def day_number_items(
     except ValueError:
         return None
     if spans is None:
-        from structgen.extraction.evidence.numbers import with_halves
-
         spans = with_halves(numeral_spans(text), text)
     starts = {s: (e, v) for s, e, v in spans}
     runs: list[list[tuple[str, Any]]] = [[]]

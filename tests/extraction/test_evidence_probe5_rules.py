@@ -318,12 +318,3 @@ def test_duration_in_apply_evidence():
     got, changed = apply_evidence(schema, text, {"medicine": "Eye drops"})
     assert got == {"medicine": "Eye drops", "duration_days": 14}
     assert changed == ["duration_days"]
-
-
-def test_label_list_present_names_attendees():
-    schema = _obj(attendees=LIST, apologies=LIST)
-    text = "Chair: Ana Ruiz. Present: Ana Ruiz, Bo Lind. Apologies: Cem Aksoy."
-    node = {"attendees": ["Ana Ruiz", "Cem Aksoy"], "apologies": ["Cem Aksoy"]}
-    assert label_list(schema, schema, "attendees", node, text) == ["Ana Ruiz", "Bo Lind"]
-    other = _obj(guests=LIST)  # "Present" names no other list
-    assert label_list(other, other, "guests", {"guests": []}, text) is None

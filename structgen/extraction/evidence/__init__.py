@@ -280,7 +280,7 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   label whose last word names it and no sibling ("Attending: A, B and C", "Absent with
   apologies: D"), or whose first word does, the rest one to three lowercase words
   ("Vaccines given so far: E and F", "Languages spoken: G"), split at commas, "and" and
-  "&" (``strings.label_list``); "Present" names ``attendees`` and ``participants``.
+  "&" (``strings.label_list``).
 * **roles**: two free string fields whose names differ by a role word (``home_team`` /
   ``away_team``) exchange values when the text labels them the other way round ("Home:
   Tampere Lynx", "Cardiff Wildcats (home)", "HireHub Tools Ltd (the company)", the role

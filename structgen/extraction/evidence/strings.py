@@ -523,11 +523,6 @@ _LIST_SPLIT = re.compile(r"\s*,\s*(?:and\s+)?|\s+and\s+|\s*&\s*")
 _ITEM_NOTE = re.compile(r"\s*\([^()]*\)\s*\Z")
 
 
-# label words that name a list of people under another word ("Present: A, B" for
-# ``attendees``), by the stem (``text.stem``) of the field's name word
-_LIST_ALIASES = {"attende": ("present",), "participant": ("present",)}
-
-
 def label_list(root: Any, sub: dict, name: str, node: dict, text: str) -> list[str] | None:
     """The label-list rule of the package docstring: for an array of free strings, the
     items of the one list the text writes after a label naming the field ("Attending: Åsa
@@ -538,7 +533,7 @@ def label_list(root: Any, sub: dict, name: str, node: dict, text: str) -> list[s
     each item without a bracketed note after it ("Bronwen Lewis (unwell)": "Bronwen
     Lewis"). None (no change) when no such label or two, a list the schema rejects
     (``maxItems``, the items' bounds), or the items the field holds already (in any
-    order). "Present" names ``attendees`` and ``participants`` (``_LIST_ALIASES``).
+    order).
     """
     props = sub.get("properties") or {}
     arr = _resolve(root, props.get(name))
@@ -547,7 +542,6 @@ def label_list(root: Any, sub: dict, name: str, node: dict, text: str) -> list[s
     if free_string_schema(root, arr.get("items")) is None:
         return None
     stems = name_stems(name)
-    stems += [a for s in stems for a in _LIST_ALIASES.get(s, ())]
     found = set()
     for m in _LIST_LABEL.finditer(text):
         written = _WORD_CHAR_RUN.findall(m.group(1))

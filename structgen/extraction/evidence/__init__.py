@@ -95,6 +95,21 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   whose every whole-chunk occurrence the text continues with digit groups of three or
   more, one space each (``labels.spaced_end``: "KA-JM 2281"), takes the whole
   identifier when every occurrence gives the same one and the schema accepts it.
+* **time unit**: a number field named for a time unit (the last word of its name:
+  ``warranty_months``, ``age_years``, ``prep_minutes``) whose value the text writes only
+  as numerals followed by one other unit of the same family ("Standard cover: two years"
+  for ``warranty_months`` 2; "eighteen months old" for ``age_years`` 18) takes the value
+  in its own unit (24; 1.5), when that has at most two decimals and the field's type and
+  bounds accept it (``numbers.unit_value``): minutes, hours, days and weeks convert among
+  themselves, months and years between themselves. The number rules read a whole numeral
+  followed by "and a half" as one more half ("thirty-seven and a half in total": 37.5;
+  ``numbers.with_halves``).
+* **duration**: a nullable number field named for a time unit that the model left null
+  or out takes the one duration the text writes as "for", a numeral and a unit of the
+  same family ("three times a day for 7 days" for ``duration_days``; "for two weeks":
+  14), converted as the time-unit rule does (``numbers.duration_value``): where a sibling
+  such as ``times_per_day`` shares the word "day", the number rule leaves both fields to
+  the model.
 * **repeat**: a number field that is not nullable and holds the same value as an
   earlier sibling number field (schema order, after the number rule), where the text
   writes that value as one numeral only, copied its sibling's numeral (a 135M model
@@ -142,7 +157,8 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   on 2026-05-09, 17:30"): it is cut before the first such value, at the last clause break
   (``. ``, ``, ``, ``; ``, `` - ``) before it when there is one ("Dmitri Volkov, booking
   code LM55RT" -> "Dmitri Volkov"), trailing punctuation and function words dropped
-  ("... reception at" -> "... reception"), when the text writes the rest and the schema
+  ("... reception at" -> "... reception"; a currency sign too: "ElektroMarkt Graz for €
+  349,90" with a ``price`` of 349.9), when the text writes the rest and the schema
   accepts it. Runs after the name-run rule, so a sibling extended to "Hotel Sakuragaoka"
   cuts at its start. A numeral written as its own word (a space before it) whose reading
   a sibling number field holds cuts the same way ("Quick garlic prawns for two", with
@@ -159,9 +175,10 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   Feb 21st", "Village Hall, 12 January 2026", "Ingrid Søndergaard, born 14/03/1951
   (day/month/year)"), is cut before that word (``names.date_tail``).
 * **dangling end**: a free string value ending with an opening bracket and at most two
-  words ("Dev Anand Krishnan (booking") or with ``:``, ``,`` or ``;`` and then "The",
-  an article, "and", "or", "of" or "with" ("HIST 214: The") is cut before it
-  (``names.dangling_cut``).
+  words ("Dev Anand Krishnan (booking"), with ``:``, ``,`` or ``;`` and then "The",
+  an article, "and", "or", "of" or "with" ("HIST 214: The"), or with a currency sign
+  and no amount, a preposition before it allowed ("ElektroMarkt Graz for €"), is cut
+  before it (``names.dangling_cut``).
 * **label word**: a free string value whose first word is a word of the field's name
   followed by a name ("Patient Øyvind Hansen" for ``patient_name``, "passenger Aisha"
   for ``passenger``) is the name, before the name-run rule reads it
@@ -261,7 +278,9 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   ``strings.pattern_shape``).
 * **label list**: an array of free strings takes the one list the text writes after a
   label whose last word names it and no sibling ("Attending: A, B and C", "Absent with
-  apologies: D"), split at commas, "and" and "&" (``strings.label_list``).
+  apologies: D"), or whose first word does, the rest one to three lowercase words
+  ("Vaccines given so far: E and F", "Languages spoken: G"), split at commas, "and" and
+  "&" (``strings.label_list``).
 * **roles**: two free string fields whose names differ by a role word (``home_team`` /
   ``away_team``) exchange values when the text labels them the other way round ("Home:
   Tampere Lynx", "Cardiff Wildcats (home)", "HireHub Tools Ltd (the company)", the role
@@ -296,6 +315,10 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
 * **date null**: a nullable string field without ``format`` or ``pattern``, its name
   nowhere in the text, whose value reads as a date or time (``fsm.dates``) that a
   sibling field holds is null (an appointment's ``location`` = "11 a.m.", the ``time``).
+* **placeholder**: a string field (no ``enum`` or ``const``) holding a word that stands
+  for no value ("unknown", "n/a", "none", "TBC", "not stated": ``nulls.PLACEHOLDERS``;
+  "Breed unknown, so we leave it blank") is null, or left out where the schema does not
+  require it; a field the schema requires and does not let be null keeps it.
 * **null**: a nullable string or number field whose value equals a sibling field's
   value (after the rules above), and whose name the text never mentions (no text word
   matches a stem of it), is null: the model copied a value the text gives to another
@@ -330,7 +353,10 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   an array of travel legs (from and to fields by name, a date, optionally a mode enum,
   a carrier, a time, a nullable string) one record per sentence with one "from X to Y"
   leg ("Leg two: FlixBus N702 overnight coach from Paris to Barcelona the same day":
-  ``records.leg_items``).
+  ``records.leg_items``); an array of day numbers (a weekday enum and a number) from the
+  text's one longest run of clauses each naming one weekday, a numeral right after it
+  ("Mon 8.5 h, Tue 7.5 h"; "Monday seven hours, Tuesday eight, Wednesday I was off
+  sick": ``records.day_number_items``).
 
 A replacement is kept only when the object stays valid under the schema (``jsonschema``).
 The rules read the text only (no model call); ``extract(evidence=...)`` turns them on,
@@ -340,18 +366,19 @@ Layout (``structgen/extraction/evidence/``): ``text.py`` reads the text and the 
 (``stem``, ``unwrapped``, ``name_stems``, ``option_stems``, words, clauses, negations),
 ``fields.py`` a field's subschema (kind, nullable, bounds), ``options.py`` holds the
 boolean, enum and enum array rules (currency symbols included), ``numbers.py`` the
-number, separator, repeat, range, amount, denied-number, denied-count and foreign
-numeral rules, ``strings.py`` the span-start, span-end, spaced identifier, label, string
-repeat, identifier, phone, phone fragment, e-mail shape, invented e-mail, URI shape,
-pattern shape and label list rules, ``roles.py`` the role rule, ``names.py`` the name-
-run, place-list, sibling-cut, sentence-cut, date-tail, dangling-end, label-word,
-possessive, honorific and appositive rules (where a copied name starts and ends),
-``records.py`` the weekly-session, identified-record and travel-leg rules, ``dates.py``
-the date order, date null, named date (and its renamed-date twin) and stated-order
-rules, ``contacts.py`` the contact rule, ``nulls.py`` the null, identifier null and
-denied-array rules, ``counted.py`` the arrays of counted goods, measurements, keyed
-values, quoted titles and measured goods, and ``apply.py`` the driver,
-``apply_evidence``, which this package re-exports.
+number, separator, time-unit (and "and a half"), duration, repeat, range, amount,
+denied-number, denied-count and foreign numeral rules, ``strings.py`` the span-start,
+span-end, spaced identifier, label, string repeat, identifier, phone, phone fragment,
+e-mail shape, invented e-mail, URI shape, pattern shape and label list rules,
+``roles.py`` the role rule, ``names.py`` the name-run, place-list, sibling-cut,
+sentence-cut, date-tail, dangling-end, label-word, possessive, honorific and appositive
+rules (where a copied name starts and ends), ``records.py`` the weekly-session,
+identified-record, travel-leg and day-number rules, ``dates.py`` the date order, date
+null, named date (and its renamed-date twin) and stated-order rules, ``contacts.py`` the
+contact rule, ``nulls.py`` the null, identifier null, placeholder and denied-array
+rules, ``counted.py`` the arrays of counted goods, measurements, keyed values, quoted
+titles and measured goods, and ``apply.py`` the driver, ``apply_evidence``, which this
+package re-exports.
 """
 
 from __future__ import annotations

@@ -54,6 +54,7 @@ from structgen.extraction.evidence.nulls import (
     copied_nulls,
     denied_items,
     denied_string,
+    placeholder,
 )
 from structgen.extraction.evidence.numbers import (
     all_negated,
@@ -61,14 +62,22 @@ from structgen.extraction.evidence.numbers import (
     assign_numbers,
     denied_count,
     denied_number,
+    duration_value,
     foreign_value,
     grouped_reading,
     number_candidates,
     range_values,
     repeated_numbers,
+    unit_value,
+    with_halves,
 )
 from structgen.extraction.evidence.options import bool_value, enum_items, enum_value
-from structgen.extraction.evidence.records import identified_items, leg_items, weekly_items
+from structgen.extraction.evidence.records import (
+    day_number_items,
+    identified_items,
+    leg_items,
+    weekly_items,
+)
 from structgen.extraction.evidence.roles import swapped_roles
 from structgen.extraction.evidence.strings import (
     email_shape,
@@ -110,7 +119,7 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
     if not isinstance(schema, dict) or not isinstance(value, dict):
         return value, []
     doc = TextWords(text)
-    spans = numeral_spans(text)
+    spans = with_halves(numeral_spans(text), text)  # "ten and a half": 10.5
     amounts = amount_spans(text)
     foreign = (foreign_spans(text), foreign_spans(text, identifiers=False))
     out = json.loads(json.dumps(value))
@@ -211,6 +220,12 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
             if grouped is not None:
                 node[name] = int(grouped)
                 changed.append(path + name)
+            in_unit = unit_value(schema, prop, name, node.get(name), text, spans)
+            if in_unit is None:  # "for 7 days" for ``duration_days`` left null or out
+                in_unit = duration_value(schema, prop, name, node.get(name), text, spans)
+            if in_unit is not None:  # "two years" for ``warranty_months``: 24
+                node[name] = _plain(in_unit)
+                changed.append(path + name)
             started = span_start(schema, prop, node.get(name), text)
             if started is not None:
                 node[name] = started
@@ -308,6 +323,10 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
             if contact is not None:  # "Call Hannah Wright, 0113 496 0000": the agent
                 node[name] = contact
                 changed.append(path + name)
+        for name, prop in (sub.get("properties") or {}).items():
+            if placeholder(schema, prop, node.get(name)) and clearable(schema, sub, name, prop):
+                clear_field(schema, prop, node, name)  # "Breed unknown": no breed
+                changed.append(path + name)
         copied = copied_nulls(schema, sub, node, doc, text, spans)
         for name in copied:  # a sibling's value for a field the text never names
             node[name] = None
@@ -325,11 +344,11 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
 
 def _counted(schema: dict, text: str, value: dict, checker: Any) -> tuple[dict, list[str]]:
     """``value`` with each top-level array of counted goods, measurements, keyed values,
-    quoted titles, measured or dosed goods, weekly sessions, identified records or travel
-    legs read from the text (``counted.counted_items``, ``measured_items``,
+    quoted titles, measured or dosed goods, weekly sessions, identified records, travel
+    legs or day numbers read from the text (``counted.counted_items``, ``measured_items``,
     ``pair_items``, ``quoted_items``, ``unit_items``, ``dosed_items``,
-    ``records.weekly_items``, ``identified_items``, ``leg_items``), kept only where the
-    whole object stays valid.
+    ``records.weekly_items``, ``identified_items``, ``leg_items``, ``day_number_items``),
+    kept only where the whole object stays valid.
     """
     props = _resolve(schema, schema).get("properties") or {}
     out, changed = value, []
@@ -354,6 +373,8 @@ def _counted(schema: dict, text: str, value: dict, checker: Any) -> tuple[dict, 
             new = identified_items(schema, prop, text, current)
         if new is None:
             new = leg_items(schema, prop, text, current)
+        if new is None:
+            new = day_number_items(schema, prop, text, current)
         if new is None or new == current:
             continue
         trial = dict(out)

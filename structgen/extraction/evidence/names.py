@@ -217,6 +217,10 @@ def date_tail(root: Any, prop: Any, value: Any) -> str | None:
 # "The", so "Portland, OR" and "Vitamin A" stay; "Nimbus the" is the name-run rule's)
 _OPEN_BRACKET_END = re.compile(r"\s*[(\[][^()\[\]]*\Z")
 _FUNCTION_END = re.compile(r"[,:;]\s*(?:[Tt]he|an?|and|or|of|with)\s*\Z")
+# or a currency sign with no amount after it, and the preposition before it ("ElektroMarkt
+# Graz for €": the price's "€ 349,90" cut off)
+_CURRENCY_SIGNS = "€$£¥₹"
+_CURRENCY_END = re.compile(r"(?:\s+(?:for|at|of|from|to|by|in|on))?\s*[€$£¥₹]\s*\Z")
 
 
 def dangling_cut(root: Any, prop: Any, value: Any) -> str | None:
@@ -224,8 +228,9 @@ def dangling_cut(root: Any, prop: Any, value: Any) -> str | None:
     inside the text's next phrase, with an opening bracket and at most two words after
     it and no closing one ("Trip plan for Dev Anand Krishnan (booking"), or with a
     ``:``, ``,`` or ``;`` and then an article, "and", "or", "of" or "with" as its last
-    word ("HIST 214: The"), is cut before it (and the punctuation before that); else
-    None (no change).
+    word ("HIST 214: The"), or with a currency sign and no amount after it, a preposition
+    before it allowed ("ElektroMarkt Graz for €"), is cut before it (and the punctuation
+    before that); else None (no change).
     """
     if not isinstance(value, str) or free_string_schema(root, prop) is None:
         return None
@@ -233,7 +238,7 @@ def dangling_cut(root: Any, prop: Any, value: Any) -> str | None:
     if m is not None and len(value[m.end() - len(m.group().lstrip(" ([")) :].split()) <= 2:
         cut = m.start()
     else:
-        m = _FUNCTION_END.search(value)
+        m = _FUNCTION_END.search(value) or _CURRENCY_END.search(value)
         if m is None:
             return None
         cut = m.start()
@@ -283,7 +288,8 @@ def label_word_cut(root: Any, prop: Any, name: str, value: Any) -> str | None:
 def sibling_cut(root: Any, sub: dict, node: dict, text: str) -> dict[str, str]:
     """The sibling-cut rule of the package docstring: ``{field: new value}`` for the free
     string fields of one object whose value runs on into a sibling's value, cut before
-    it (trailing punctuation and function words dropped).
+    it (trailing punctuation, currency signs and function words dropped: "ElektroMarkt
+    Graz for € 349,90" with a ``price`` of 349.9 is "ElektroMarkt Graz").
     """
     found: dict[str, str] = {}
     for name, prop in (sub.get("properties") or {}).items():
@@ -310,8 +316,8 @@ def sibling_cut(root: Any, sub: dict, node: dict, text: str) -> dict[str, str]:
         breaks = list(_CLAUSE_BREAK.finditer(head))
         if breaks and breaks[-1].start() > 0:
             head = head[: breaks[-1].start()]  # "..., booking code LM55RT": the clause goes
-        while True:
-            stripped = head.rstrip(_TRAILING)
+        while True:  # a currency sign goes with the amount cut off after it
+            stripped = head.rstrip(_TRAILING + _CURRENCY_SIGNS)
             words = stripped.split()
             if words and words[-1].lower() in FUNCTION_WORDS:
                 stripped = stripped[: len(stripped) - len(words[-1])]

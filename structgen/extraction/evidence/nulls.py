@@ -134,3 +134,25 @@ def denied_items(doc: TextWords, stems: list[str]) -> bool:
     """
     mentions = [k for k, (w, *_) in enumerate(doc.words) if any(stems_match(w, s) for s in stems)]
     return bool(mentions) and all(doc.negates(k, k) for k in mentions)
+
+
+# what a text writes where it has no value ("Breed unknown", "Fax: n/a", "Floor: TBC")
+PLACEHOLDERS = frozenset(
+    {"unknown", "not known", "n/a", "na", "none", "nil", "not stated", "not given",
+     "unspecified", "not specified", "not applicable", "tbc", "tbd", "to be confirmed",
+     "-", "--", "?"}
+)  # fmt: skip
+
+
+def placeholder(root: Any, prop: Any, value: Any) -> bool:
+    """The placeholder rule of the package docstring: whether a string field without an
+    ``enum`` or ``const`` holds a word that stands for no value (``PLACEHOLDERS``, case and
+    surrounding spaces and full stops ignored: "unknown", "n/a", "TBC"), which the caller
+    clears where the schema lets it (``clearable``). Raises: never.
+    """
+    if not isinstance(value, str):
+        return False
+    sub = _resolve(root, prop)
+    if not isinstance(sub, dict) or "enum" in sub or "const" in sub:
+        return False
+    return value.strip(" .").lower() in PLACEHOLDERS

@@ -395,3 +395,120 @@ def foreign_value(
         if fitting and not inside(a, b):
             free.add(fitting[0])
     return (True, free.pop()) if len(free) == 1 else (False, None)
+
+
+# a time unit written right after a numeral ("two years", "eighteen months old", "90-minute")
+_UNIT_AFTER = re.compile(
+    r"[ \t]*-?[ \t]*(years?|yrs?|months?|weeks?|days?|hours?|hrs?|minutes?|mins?)(?![\w])",
+    re.IGNORECASE,
+)
+
+# each time unit's length in the smallest unit of its family: months and years are not
+# whole numbers of days, so the two families never convert into each other
+_UNIT_LENGTH = {
+    "minute": ("clock", 1), "min": ("clock", 1), "hour": ("clock", 60), "hr": ("clock", 60),
+    "day": ("clock", 1440), "week": ("clock", 10080),
+    "month": ("calendar", 1), "year": ("calendar", 12), "yr": ("calendar", 12),
+}  # fmt: skip
+
+
+def _time_unit(word: str) -> tuple[str, int] | None:
+    """A time unit's ``(family, length)`` (``_UNIT_LENGTH``), its plural read as the
+    singular; None for any other word.
+    """
+    w = word.lower()
+    return _UNIT_LENGTH.get(w) or (_UNIT_LENGTH.get(w[:-1]) if w.endswith("s") else None)
+
+
+def unit_value(
+    root: Any, prop: Any, name: str, value: Any, text: str, spans: list
+) -> Decimal | None:
+    """The time-unit rule of the package docstring: a number field named for a time unit
+    (the last word of its name: ``warranty_months``, ``age_years``, ``prep_minutes``)
+    whose value the text writes only as numerals followed by one other unit of the same
+    family ("two years" for ``warranty_months`` 2, "eighteen months old" for ``age_years``
+    18) takes the value in the field's unit (24, 1.5), when it has at most two decimals
+    and the field's type and bounds accept it; else None (no change). Minutes, hours,
+    days and weeks convert among themselves, months and years between themselves.
+    Raises: never.
+    """
+    kind, branch = field_kind(root, prop)
+    if kind != "number" or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    words = [w for w in re.split(r"[\W_]+", name) if w]
+    own = _time_unit(words[-1]) if words else None
+    if own is None:
+        return None
+    number = Decimal(str(value))
+    written = set()
+    for _, end, values in spans:
+        if number not in values:
+            continue
+        m = _UNIT_AFTER.match(text, end)
+        unit = _time_unit(m.group(1)) if m else None
+        if unit is None or unit[0] != own[0] or unit == own:
+            return None  # written bare, in the field's unit, or in another family
+        written.add(unit[1])
+    if len(written) != 1:
+        return None
+    converted = number * written.pop() / own[1]
+    if converted != converted.quantize(Decimal("0.01")):
+        return None  # a month in years (0.0833...): no value the text gives
+    return converted if accepts_number(branch, converted) else None
+
+
+_AND_A_HALF = re.compile(r"[ \t]+and[ \t]+a[ \t]+half(?![\w])", re.IGNORECASE)
+
+
+def with_halves(spans: list, text: str) -> list:
+    """``spans`` (``fsm.numerals.numeral_spans`` of ``text``) with each whole numeral
+    followed by "and a half" read as the numeral plus one half, its span running to the
+    end of "half" ("thirty-seven and a half" is 37.5, "ten and a half hours" 10.5). Raises:
+    never.
+    """
+    out = []
+    for start, end, values in spans:
+        half = _AND_A_HALF.match(text, end)
+        if half is not None and values and all(v == v.to_integral_value() for v in values):
+            out.append((start, half.end(), tuple(v + Decimal("0.5") for v in values)))
+        else:
+            out.append((start, end, values))
+    return out
+
+
+_FOR_BEFORE = re.compile(r"\bfor[ \t]+(?:another[ \t]+|a[ \t]+further[ \t]+)?\Z", re.IGNORECASE)
+
+
+def duration_value(
+    root: Any, prop: Any, name: str, value: Any, text: str, spans: list
+) -> Decimal | None:
+    """The duration rule of the package docstring: a nullable number field named for a
+    time unit (``duration_days``; ``_time_unit`` of its name's last word) that the model
+    left null takes the one duration the text writes as "for" and a numeral and a unit of
+    the same family ("for 7 days", "for fourteen days", "for two weeks" -> 14), converted
+    to the field's unit, when every such phrase gives the same value, it has at most two
+    decimals and the field's type and bounds accept it; else None (no change). Raises:
+    never.
+    """
+    kind, branch = field_kind(root, prop)
+    if kind != "number" or value is not None or not is_nullable(root, prop):
+        return None
+    words = [w for w in re.split(r"[\W_]+", name) if w]
+    own = _time_unit(words[-1]) if words else None
+    if own is None:
+        return None
+    found = set()
+    for start, end, values in spans:
+        m = _UNIT_AFTER.match(text, end)
+        unit = _time_unit(m.group(1)) if m else None
+        if unit is None or unit[0] != own[0] or len(values) != 1:
+            continue
+        if _FOR_BEFORE.search(text, max(0, start - 24), start) is None:
+            continue
+        found.add(values[0] * unit[1] / own[1])
+    if len(found) != 1:
+        return None
+    converted = found.pop()
+    if converted != converted.quantize(Decimal("0.01")):
+        return None
+    return converted if accepts_number(branch, converted) else None

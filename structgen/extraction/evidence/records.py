@@ -1,5 +1,6 @@
 """Arrays of records read one record per local region of the text: weekly sessions per
-day group, identified records per identifier, travel legs per "from X to Y" sentence.
+day group, identified records per identifier, travel legs per "from X to Y" sentence,
+day numbers per day clause (``day_number_items``: "Mon 8.5 h, Tue 7.5 h").
 
 An array whose item is a *weekly session* (``weekly_fields``: exactly one enum whose
 options each name one weekday, ``mon`` / ``Monday`` / ``tuesday``; two time-of-day
@@ -42,6 +43,7 @@ from structgen.extraction.evidence.fields import (
     is_nullable,
     schema_accepts,
 )
+from structgen.extraction.evidence.numbers import with_halves
 from structgen.extraction.refs import resolve as _resolve
 from structgen.fsm.dates import dates, times
 from structgen.fsm.numerals import numeral_spans
@@ -55,6 +57,8 @@ __all__ = [
     "identified_items",
     "leg_fields",
     "leg_items",
+    "day_number_fields",
+    "day_number_items",
 ]
 
 _DAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
@@ -522,3 +526,128 @@ def leg_items(root: Any, array: Any, text: str, current: list) -> list[dict] | N
             if not schema_accepts(root, props[field], value):
                 return None
     return out
+
+
+# a three-letter weekday name ("Mon", "Tue.") or a whole one, and what may stand between it
+# and its number ("Mon 8.5 h", "Monday: seven hours", "Thursday - ten and a half")
+_DAY_ANY = re.compile(
+    r"\b(mon(?:day)?|tue(?:s(?:day)?)?|wed(?:nesday)?|thu(?:rs?(?:day)?)?|fri(?:day)?"
+    r"|sat(?:urday)?|sun(?:day)?)s?\b\.?",
+    re.IGNORECASE,
+)
+_KEY_GAP = re.compile(r"[ \t]*(?:[:=-][ \t]*)?")
+_CLAUSE_BREAK = re.compile(r"[;\n]|,(?!\d)|[.!?](?=\s|$)")
+_MONTH_AFTER = re.compile(
+    r"[ \t]*(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\b", re.IGNORECASE
+)
+
+
+def day_number_fields(root: Any, items: Any) -> tuple[str, dict[str, str], str]:
+    """``(day, options, number)`` of an array's item schema when it is a *day number*:
+    exactly two properties, an enum whose options each name one weekday (``mon`` /
+    ``Monday``; ``options`` maps each weekday's full lower-case name to its option) and a
+    number. Raises ValueError for any other item schema.
+    """
+    items = _resolve(root, items)
+    props = items.get("properties") if isinstance(items, dict) else None
+    if not isinstance(props, dict) or len(props) != 2:
+        raise ValueError("not two properties")
+    day = number = None
+    options: dict[str, str] | None = None
+    for key, sub in props.items():
+        kind, branch = field_kind(root, sub)
+        if kind == "enum" and day is None:
+            options = _weekday_options(branch.get("enum") or ())
+            day = key if options is not None else None
+        elif kind == "number" and number is None:
+            number = key
+    if day is None or number is None or options is None:
+        raise ValueError("no weekday enum and number")
+    return day, options, number
+
+
+def day_number_items(
+    root: Any, array: Any, text: str, current: list, spans: list | None = None
+) -> list[dict] | None:
+    """The items of an array of day numbers (``day_number_fields``: hours per weekday) as
+    the text's longest run of day clauses writes them, or None (no change).
+
+    A *day clause* is text between ``;``, a line break, a comma not before a digit or a
+    sentence end that names exactly one weekday ("Mon", "Tue.", "Thursday"; a short form
+    in lower case, "sat", is another word); it gives the
+    record ``{day, number}`` when a numeral (``spans``, "and a half" read: 10.5) follows
+    the day name right away (a ``:``, ``=`` or ``-`` between allowed) and is not a date's
+    day ("Monday 9 November"); one that gives none ("Wednesday I was off sick") is no
+    record but keeps the run going; any other clause ends it. The one longest run of two
+    or more records ("Mon 8.5 h, Tue 7.5 h, Wed 9 h"; "Monday seven hours, Tuesday eight,
+    Wednesday I was off sick, Thursday ten and a half") replaces the model's array, in
+    text order, when its days are distinct, some model item's number is among its numbers
+    (an anchor; an empty model array needs none), every number fits the field and the
+    count fits ``minItems`` / ``maxItems``.
+
+    Args:
+        root: the whole schema (``$ref`` resolution).
+        array: the array property's subschema.
+        text: the document.
+        current: the array's items as extracted.
+        spans: the text's numerals (``numeral_spans`` read with ``numbers.with_halves``);
+            read from ``text`` when None.
+
+    Returns:
+        A new list of item dicts, or None. Raises: never.
+    """
+    array = _resolve(root, array)
+    if not isinstance(array, dict):
+        return None
+    try:
+        day, options, number = day_number_fields(root, array.get("items"))
+    except ValueError:
+        return None
+    if spans is None:
+        spans = with_halves(numeral_spans(text), text)
+    starts = {s: (e, v) for s, e, v in spans}
+    runs: list[list[tuple[str, Any]]] = [[]]
+    at = 0
+    for brk in [*_CLAUSE_BREAK.finditer(text), None]:
+        end = brk.start() if brk is not None else len(text)
+        clause_days = [
+            m
+            for m in _DAY_ANY.finditer(text, at, end)
+            if (len(m[1]) > 4 or not m[1].islower()) and _full_day(m[1]) in options
+        ]  # "sat", "sun", "wed" in lower case are other words
+        at = brk.end() if brk is not None else end
+        if len(clause_days) != 1:
+            if runs[-1]:
+                runs.append([])
+            continue
+        m = clause_days[0]
+        gap = _KEY_GAP.match(text, m.end())
+        found = starts.get(gap.end())
+        if found is None or _MONTH_AFTER.match(text, found[0]) or len(found[1]) != 1:
+            continue  # "Wednesday I was off sick": no record, the run goes on
+        runs[-1].append((options[_full_day(m[1])], found[1][0]))
+    best = sorted((r for r in runs if len(r) >= 2), key=len, reverse=True)
+    if not best or len(best) > 1 and len(best[1]) == len(best[0]):
+        return None
+    run = best[0]
+    if len({d for d, _ in run}) != len(run):
+        return None
+    held = {
+        i.get(number)
+        for i in current
+        if isinstance(i, dict) and isinstance(i.get(number), (int, float))
+    }
+    if current and not any(h == v for h in held for _, v in run):
+        return None
+    if len(run) < array.get("minItems", 0) or len(run) > array.get("maxItems", len(run)):
+        return None
+    prop = _resolve(root, array.get("items"))["properties"][number]
+    out = [{day: d, number: _plain(v)} for d, v in run]
+    if not all(schema_accepts(root, prop, r[number]) for r in out):
+        return None
+    return out
+
+
+def _full_day(prefix: str) -> str:
+    """The full lower-case weekday name a three-letter prefix starts."""
+    return next(d for d in _DAYS if d.startswith(prefix.lower()))

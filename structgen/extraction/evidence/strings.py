@@ -513,7 +513,7 @@ def pattern_shape(root: Any, sub: dict, name: str, node: dict, doc: TextWords) -
 
 # "Label: a, b and c" up to the sentence's end (a list's items hold no "." nor ";")
 _LIST_LABEL = re.compile(
-    r"(?:\A|[|;·\n]|[.!?] )[ \t]*([^\W\d_][^\W\d_ ]*(?: [^\W\d_]+){0,2}):[ \t]+"
+    r"(?:\A|[|;·\n]|[.!?] )[ \t]*([^\W\d_][^\W\d_ ]*(?: [^\W\d_]+){0,3}):[ \t]+"
     r"([^|;·\n.:]*[^\W_]\)?)[ \t]*(?=\Z|[|;·\n]|[.!?](?:\s|\Z))"
 )
 _LIST_SPLIT = re.compile(r"\s*,\s*(?:and\s+)?|\s+and\s+|\s*&\s*")
@@ -527,11 +527,13 @@ def label_list(root: Any, sub: dict, name: str, node: dict, text: str) -> list[s
     """The label-list rule of the package docstring: for an array of free strings, the
     items of the one list the text writes after a label naming the field ("Attending: Åsa
     Lindqvist, Henrik Berg and Yusuf Demir.", "Absent with apologies: Marco Rossi"): the
-    label's last word is a word of the field's name (as stems) and of no sibling's, the
-    list runs to the sentence's end, split at commas, "and" and "&", each item without a
-    bracketed note after it ("Bronwen Lewis (unwell)": "Bronwen Lewis"). None (no change)
-    when no such label or two, a list the schema rejects (``maxItems``, the items'
-    bounds), or the items the field holds already (in any order).
+    label's last word (of at most three), or its first word before one to three lowercase
+    words ("Vaccines given so far: ..."), is a word of the field's name (as stems) and of
+    no sibling's, the list runs to the sentence's end, split at commas, "and" and "&",
+    each item without a bracketed note after it ("Bronwen Lewis (unwell)": "Bronwen
+    Lewis"). None (no change) when no such label or two, a list the schema rejects
+    (``maxItems``, the items' bounds), or the items the field holds already (in any
+    order).
     """
     props = sub.get("properties") or {}
     arr = _resolve(root, props.get(name))
@@ -542,10 +544,19 @@ def label_list(root: Any, sub: dict, name: str, node: dict, text: str) -> list[s
     stems = name_stems(name)
     found = set()
     for m in _LIST_LABEL.finditer(text):
-        words = [stem(w) for w in _WORD_CHAR_RUN.findall(m.group(1))]
-        if not words or not any(stems_match(words[-1], s) for s in stems):
+        written = _WORD_CHAR_RUN.findall(m.group(1))
+        words = [stem(w) for w in written]
+        if not words:
             continue
-        if any(k != name and any(stems_match(words[-1], s) for s in name_stems(k)) for k in props):
+        # the naming word: the label's last ("Absent with apologies"), or its first before
+        # lowercase qualifiers ("Vaccinations up to date", "Vaccines given so far")
+        naming = [words[-1]] if len(words) <= 3 else []
+        if len(words) > 1 and all(w.islower() for w in written[1:]):
+            naming.append(words[0])
+        word = next((w for w in naming if any(stems_match(w, s) for s in stems)), None)
+        if word is None:
+            continue
+        if any(k != name and any(stems_match(word, s) for s in name_stems(k)) for k in props):
             continue
         parts = (_ITEM_NOTE.sub("", p) for p in _LIST_SPLIT.split(m.group(2).strip()))
         items = tuple(p for p in parts if p)  # "Bronwen Lewis (unwell)": the name

@@ -331,6 +331,7 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
         for name in copied:  # a sibling's value for a field the text never names
             node[name] = None
             changed.append(path + name)
+        _schema_order(node, sub.get("properties") or {})
 
     walk(schema, out, "", 0)
     changed += nested_dates_in_order(schema, schema, out, text)
@@ -340,6 +341,25 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
     trimmed, dropped = trim_items(schema, text, out)
     trimmed, counted = _counted(schema, text, trimmed, checker)
     return trimmed, list(dict.fromkeys(changed + dropped + counted))  # changed twice: once
+
+
+def _schema_order(node: dict, props: dict) -> None:
+    """Put ``node``'s schema properties back in the schema's order, in place (a field a
+    rule added went to the end); other keys keep their places. The grammar writes an
+    object's members in the order of its ``properties``, so ``raw_text`` (the JSON of the
+    value) stays a text the schema's grammar accepts.
+    """
+    rank = {name: i for i, name in enumerate(props)}
+    slots = [i for i, key in enumerate(node) if key in rank]
+    named = sorted((key for key in node if key in rank), key=rank.__getitem__)
+    keys = list(node)
+    if all(keys[i] == key for i, key in zip(slots, named)):
+        return
+    for i, key in zip(slots, named):
+        keys[i] = key
+    items = {key: node[key] for key in keys}
+    node.clear()
+    node.update(items)
 
 
 def _counted(schema: dict, text: str, value: dict, checker: Any) -> tuple[dict, list[str]]:

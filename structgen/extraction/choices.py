@@ -400,13 +400,32 @@ def encode_in_context(engine: Any, context: str, texts: Sequence[str]) -> list[l
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:
-    """The length of the longest common prefix of two token-id lists."""
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
+    """The length of the longest common prefix of two token-id sequences (ints).
+
+    Found by comparing list slices: the whole, then all but the last 8 (the ids of a
+    context and of its continuation part near the end), then halving the range that holds
+    the first difference down to 8 ids, compared one by one. Raises: never.
+    """
+    if not (isinstance(a, list) and isinstance(b, list)):
+        a, b = list(a), list(b)
+    lo, hi = 0, min(len(a), len(b))
+    if a[:hi] == b[:hi]:
+        return hi
+    # from here a[:lo] == b[:lo] and a[lo:hi] != b[lo:hi]
+    if hi > 8:
+        if a[: hi - 8] == b[: hi - 8]:
+            lo = hi - 8
+        else:
+            hi -= 8
+    while hi - lo > 8:
+        mid = (lo + hi) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid
+    while a[lo] == b[lo]:
+        lo += 1
+    return lo
 
 
 def mean_logprob(out: Any, full: list[int], start: int) -> float:

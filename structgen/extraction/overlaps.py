@@ -626,6 +626,7 @@ def _candidate_jobs(
     # names first; any span where no name is left, and for a field restating a sibling
     # number (it is wrong whatever it names: "occupation": "51" beside "age": 51)
     restating = {a for a, b in pairs if b in numbers}
+    whole_valid = checker.is_valid(value)  # then a field's own schema decides (_field_check)
     all_spans = text_spans(text, names_only=False)
     name_spans = [c for c in all_spans if _names_something(c)]  # text_spans(text)
     facts = _SpanFacts()  # each span's folding, dates, numeral: once per document
@@ -637,6 +638,7 @@ def _candidate_jobs(
         other_dates = {s for k, s in strings.items() if k != keys and _date_time_like(s)}
         siblings = [n for k, n in numbers.items() if k[:-1] == keys[:-1]]
         shaped_ok = only_shaped(strings[keys])
+        check = _field_check(checker, checker.schema, keys) if whole_valid else None
         cands: list[str] = []
         failed: set[str] = set()
         for spans_k in [all_spans] if keys in restating else [name_spans, all_spans]:
@@ -649,7 +651,7 @@ def _candidate_jobs(
                     or (other_dates and not other_dates.isdisjoint(facts.dates_times(c)))
                     or (siblings and any(_reads_as(facts.numeral(c), n) for n in siblings))
                     or (not shaped_ok and facts.shaped(c))
-                    or not checker.is_valid(with_field(value, keys, c))
+                    or not (check(c) if check else checker.is_valid(with_field(value, keys, c)))
                 ):
                     failed.add(c)
                     continue
@@ -660,6 +662,71 @@ def _candidate_jobs(
                 break
         jobs.append(CandidateJob(doc, keys, [strings[keys], *cands], context, raw, spans[keys]))
     return jobs
+
+
+# the keywords of an object schema on a field's way (``_field_check``) whose verdict holds
+# while the field's value alone changes: they read its value only through ``properties``
+_WAY_KEYWORDS = frozenset(
+    {"type", "properties", "required", "additionalProperties", "minProperties", "maxProperties"}
+)
+
+
+def _field_check(checker: Any, schema: Any, keys: tuple[str, ...]) -> Any:
+    """A test of a new value for the field at ``keys`` of an object valid under
+    ``schema``: ``check(new)`` is ``checker.is_valid(with_field(value, keys, new))`` for
+    every ``value`` that ``checker`` (a jsonschema validator of ``schema``, draft 4 or
+    later) finds valid, without validating the rest of the object again; None where the
+    schema's way to the field may judge the value elsewhere than in its own subschema.
+
+    The way is the object schemas from the root through ``properties`` to ``keys[-1]``;
+    each may hold only keywords that judge a property's value through ``properties``
+    alone (``_WAY_KEYWORDS``: ``additionalProperties`` never reads a key of
+    ``properties`` when there is no ``patternProperties``), keywords jsonschema ignores
+    (not in ``checker.VALIDATORS``; no ``$``-keyword but ``$comment``, ``$defs`` and the
+    root's ``$schema``, no ``id``); the field's subschema holds no ``$``-keyword
+    (``$comment`` aside) at any depth, so no reference or resource is read through it.
+    Then every keyword of the way gives the same verdict with the new value, and the
+    field's subschema gives the rest.
+
+    Returns:
+        ``new -> bool`` (the field subschema's ``is_valid``, formats checked as
+        ``checker`` checks them), or None. Raises: never.
+    """
+    if isinstance(checker, jsonschema.Draft3Validator) or not keys:
+        return None
+    node = schema
+    for depth, key in enumerate(keys):
+        if not isinstance(node, dict):
+            return None
+        allowed = ("$comment", "$defs", "$schema") if depth == 0 else ("$comment", "$defs")
+        for word in node:
+            if (
+                (word in checker.VALIDATORS and word not in _WAY_KEYWORDS)
+                or (word.startswith("$") and word not in allowed)
+                or word == "id"
+            ):
+                return None
+        props = node.get("properties")
+        if not isinstance(props, dict) or key not in props:
+            return None
+        node = props[key]
+    if not isinstance(node, (dict, bool)) or _has_dollar_keyword(node):
+        return None
+    return checker.evolve(schema=node).is_valid
+
+
+def _has_dollar_keyword(node: Any) -> bool:
+    """Whether a dict in ``node`` (at any depth) has a key starting with ``$`` other
+    than ``$comment``.
+    """
+    if isinstance(node, dict):
+        return any(
+            (k.startswith("$") and k != "$comment") or _has_dollar_keyword(v)
+            for k, v in node.items()
+        )
+    if isinstance(node, list):
+        return any(_has_dollar_keyword(v) for v in node)
+    return False
 
 
 _DATE_TIME_CHARS = frozenset("0123456789-:")  # every character of ``dates``' and ``times``' values

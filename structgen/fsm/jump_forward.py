@@ -173,7 +173,7 @@ def _retokenized(matcher, generated, forced, encode, vocab, lookback, max_append
         text = text_bytes.decode("utf-8")
     except UnicodeDecodeError:
         return None
-    ids = list(encode(text))
+    ids = _encoded(encode, text, vocab)
     if vocab.decode(ids) != text_bytes:
         return None
     # state after the forced part that the plan covers
@@ -255,17 +255,12 @@ def _boundary_keep(text: str, ids: list[int], chars: list[bytes], encode, vocab)
     encode(suffix + ch)``. The count after ``head`` is cached per (``encode``, suffix,
     character) for the vocabulary; elsewhere the suffix is the whole text.
     """
-    probes = _probe_caches.get(vocab)
-    if probes is None:
-        probes = _probe_caches.setdefault(vocab, LRUCache(_PROBE_CACHE_SIZE))
+    probes = _probes(vocab)
     head, suffix, suffix_ids = 0, text, ids
     split = _pre_token_split(encode, text)
     if split:
         cut = text[split:]
-        cut_ids = probes.get((encode, cut))
-        if cut_ids is None:
-            cut_ids = list(encode(cut))
-            probes.put((encode, cut), cut_ids)
+        cut_ids = _encoded(encode, cut, vocab)
         head = len(ids) - len(cut_ids)
         if head >= 0 and ids[head:] == cut_ids:  # as the pre-tokens say; else probe whole
             suffix, suffix_ids = cut, cut_ids
@@ -287,6 +282,30 @@ def _boundary_keep(text: str, ids: list[int], chars: list[bytes], encode, vocab)
         if keep == 0:
             break
     return keep
+
+
+def _probes(vocab) -> LRUCache:
+    """The vocabulary's probe cache (``_probe_caches``), made on first use."""
+    probes = _probe_caches.get(vocab)
+    if probes is None:
+        probes = _probe_caches.setdefault(vocab, LRUCache(_PROBE_CACHE_SIZE))
+    return probes
+
+
+def _encoded(encode, text: str, vocab) -> list[int]:
+    """``list(encode(text))``, kept in the vocabulary's probe cache under ``(encode, text)``
+    (the list is shared: callers do not change it); encoded each time where ``vocab`` or
+    ``encode`` cannot key the cache. Raises: what ``encode`` raises (nothing is kept).
+    """
+    try:
+        probes, key = _probes(vocab), (encode, text)
+        ids = probes.get(key)
+    except TypeError:  # not weakly referable, or not hashable
+        return list(encode(text))
+    if ids is None:
+        ids = list(encode(text))
+        probes.put(key, ids)
+    return ids
 
 
 # ``encode`` -> its tokenizer's (pre-tokenizer, added tokens' texts), None where not known

@@ -25,6 +25,7 @@ import re
 from decimal import Decimal
 from typing import Any
 
+from ..lru import LRUCache
 from .dates import date_time_parts
 
 __all__ = ["numerals", "numeral_spans", "json_numeral"]
@@ -201,11 +202,21 @@ def numeral_spans(text: str) -> list[tuple[int, int, tuple[Decimal, ...]]]:
         ``(start, end, values)`` per digit run or number phrase, ordered by ``start``:
         character offsets of the numeral in ``text`` (from its sign word: ``minus six``)
         and every value it may be read as (``numerals``' rules: ``3.500`` as 3500 and
-        3.5, ``-12`` as -12 and 12, ``minus six`` as -6 only).
+        3.5, ``-12`` as -12 and 12, ``minus six`` as -6 only). A new list each call (a
+        text read again comes from a cache of the last ``_SPANS_CACHE_SIZE`` texts: the
+        extraction passes read one document's text several times).
     """
-    found = _digit_spans(text)
-    found.extend((start, end, (v,)) for v, start, end in _word_phrases(text))
-    return sorted(_signed(text, sorted(found, key=lambda f: f[0])), key=lambda f: f[0])
+    got = _spans_cache.get(text)
+    if got is None:
+        found = _digit_spans(text)
+        found.extend((start, end, (v,)) for v, start, end in _word_phrases(text))
+        got = tuple(sorted(_signed(text, sorted(found, key=lambda f: f[0])), key=lambda f: f[0]))
+        _spans_cache.put(text, got)
+    return list(got)
+
+
+_SPANS_CACHE_SIZE = 512  # texts (``numeral_spans``; documents and their spans)
+_spans_cache: LRUCache = LRUCache(_SPANS_CACHE_SIZE)
 
 
 def numerals(text: str) -> list[Decimal]:

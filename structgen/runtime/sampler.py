@@ -21,7 +21,7 @@ busy).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -206,9 +206,9 @@ def few_rows_serial(logits: Any, max_rows: int = SERIAL_MAX_ROWS) -> Iterator[No
         torch.set_num_threads(n)
 
 
-def _argmax_rows(logits: Any) -> Any:
+def _argmax_rows(logits: Any, skip: Collection[int] = ()) -> Any:
     """``logits.argmax(dim=-1)`` (first maximum; NaN counts as the maximum; int64), in the
-    input's kind.
+    input's kind; on the host, 0 for the rows in ``skip`` (their rows are not read).
     """
     if _on_device(logits) or not (logits.shape[0] and logits.shape[1]):
         if isinstance(logits, np.ndarray):
@@ -216,7 +216,14 @@ def _argmax_rows(logits: Any) -> Any:
         import torch
 
         return logits.argmax(dim=-1) if logits.shape[1] else logits.new_zeros(0, dtype=torch.int64)
-    return _like(host_array(logits).argmax(axis=-1).astype(np.int64), logits)
+    x = host_array(logits)
+    if not skip:
+        return _like(x.argmax(axis=-1).astype(np.int64), logits)
+    out = np.zeros(x.shape[0], np.int64)
+    for r in range(x.shape[0]):
+        if r not in skip:
+            out[r] = x[r].argmax()
+    return _like(out, logits)
 
 
 TOP_CANDIDATES = 1024
@@ -336,7 +343,9 @@ def draw(weights: Any, gen: Any = None) -> int:
     return int(_inverse_cdf(w[None, :], _uniform_rows([gen]))[0])
 
 
-def sample(logits: Any, params: list[SamplingParams], generators: list) -> Any:
+def sample(
+    logits: Any, params: list[SamplingParams], generators: list, skip: Collection[int] = ()
+) -> Any:
     """Pick one token per row.
 
     Args:
@@ -346,16 +355,19 @@ def sample(logits: Any, params: list[SamplingParams], generators: list) -> Any:
         generators: per row, the request's seeded generator (:func:`make_generator`: a
             ``numpy.random.Generator``, or a ``torch.Generator``, which host rows also
             accept) or None for the process-wide one.
+        skip: greedy rows whose token the caller has picked already: on the host their
+            entry is 0 and their row is not read (a device tensor's rows are all read).
 
     Returns:
         ``[R]`` int64 token ids in the input's kind (a tensor on ``logits.device`` for a
-        tensor, else an array). Greedy rows are the row's first maximum.
+        tensor, else an array). Greedy rows are the row's first maximum (0 for a row in
+        ``skip`` on the host).
 
     Raises:
         never (a row with every logit ``-inf`` returns token 0; the caller's grammar check
         rejects it).
     """
-    greedy_tok = _argmax_rows(logits)
+    greedy_tok = _argmax_rows(logits, skip)
     if all(p.is_greedy for p in params):
         return greedy_tok
     if _on_device(logits):

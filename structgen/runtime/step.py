@@ -281,7 +281,7 @@ def _sample_step(
             banned = set(p.stop_token_ids or ()) | (set() if p.ignore_eos else set(eos_ids))
             if banned:
                 logits[r, list(banned)] = float("-inf")
-    tokens = sample(logits, [r.params for r in reqs], [r.generator for r in reqs])
+    tokens = sample(logits, [r.params for r in reqs], [r.generator for r in reqs], picks)
     for r, tok in picks.items():
         tokens[r] = tok
     lp_rows = [r for r, req in enumerate(reqs) if req.params.logprobs is not None]

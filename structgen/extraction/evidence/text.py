@@ -9,6 +9,7 @@ field (``name_mentions``, with ``_NUMBER_ALIASES``). The rules: ``structgen.extr
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 
@@ -82,6 +83,7 @@ GAP_REPEAT = 2  # words between a repeated numeral and the next one ("118 over 7
 _GAP_NEGATION = 2  # words between a negation and the option it negates ("not a feature request")
 
 
+@functools.lru_cache(maxsize=16384)  # a pure function of the word, called per word per rule
 def stem(word: str) -> str:
     """``word`` lowercased with one common English suffix removed (at least three letters
     stay): ``servings`` and ``serves`` -> ``serv``, ``smoker`` -> ``smok``; an irregular
@@ -113,9 +115,14 @@ def name_stems(key: str) -> list[str]:
     """The stems of a field name's words that count for a mention (package docstring):
     ``breakfast_included`` -> ``["breakfast"]``, ``area_m2`` -> ``["area", "m2"]``.
     """
+    return list(_name_stems(key))
+
+
+@functools.lru_cache(maxsize=1024)  # a pure function of the field name
+def _name_stems(key: str) -> tuple[str, ...]:
     spaced = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", key)
     words = [w for w in re.split(r"[\W_]+", spaced) if w]
-    return [stem(w) for w in words if w.lower() not in _GENERIC and len(w) >= 2]
+    return tuple(stem(w) for w in words if w.lower() not in _GENERIC and len(w) >= 2)
 
 
 # the stems (``stem``) of the words of a field name that name a place ("location",

@@ -256,7 +256,10 @@ class Engine(BaseEngine):
         """A new engine over this engine's loaded model (weights, tokenizer and grammar
         vocabulary shared, nothing copied) with its own KV pool (grown on demand), prefix
         cache, scheduler and loop, for ``structgen.runtime.host_pipelines``. Its steps hold
-        ``host_lock`` except during their forwards; this engine is left as it is.
+        ``host_lock`` except during their forwards. Its scheduler copies what this engine's
+        prefix cache holds of a new request's prompt (``RadixCache.import_prefix``: e.g. a
+        schema's shared head this engine computed) instead of computing it, while this
+        engine's loop is not stepping; this engine is otherwise left as it is.
 
         Args:
             host_lock: the pipelines' ``host_pipelines.HostLock``.
@@ -278,6 +281,10 @@ class Engine(BaseEngine):
             setattr(other, name, getattr(self, name))
         other._init_runtime(self.max_model_len)
         other.host_lock = host_lock
+        if self.cache is not None and other.cache is not None and other.pool.same_layout(self.pool):
+            other.scheduler.prefix_source = functools.partial(
+                _import_prefix, other.cache, self.cache, self.loop.lock
+            )
         return other
 
     def _num_sampled_ids(self) -> int | None:
@@ -561,6 +568,20 @@ class Engine(BaseEngine):
         if self.cache is None:
             return 0
         return self.cache.evict(self.cache.num_cached_pages)
+
+
+def _import_prefix(cache: RadixCache, src: RadixCache, src_lock: Any, token_ids: list[int]) -> None:
+    """A host pipeline's ``Scheduler.prefix_source``: ``cache.import_prefix(src, token_ids)``
+    from the engine it was made from, while that engine's loop is not stepping (its lock
+    taken without waiting: where another thread holds it, nothing is imported and the
+    request computes the prefix itself). Raises: never.
+    """
+    if not src_lock.acquire(blocking=False):
+        return
+    try:
+        cache.import_prefix(src, token_ids)
+    finally:
+        src_lock.release()
 
 
 def _lexical_stats(vocab) -> dict:

@@ -425,6 +425,44 @@ class KVPool:
         for t in arrays:  # [pages, page_size, heads, head_dim]
             t[dst, :num_tokens] = t[src, :num_tokens]
 
+    def same_layout(self, other: KVPool) -> bool:
+        """Whether ``other``'s pages can be copied into this pool's (:meth:`copy_pages_from`):
+        the same class, layers, page size, heads, head size, dtype and device type.
+        Raises: never.
+        """
+        return type(other) is type(self) and (
+            other.num_layers, other.page_size, other.num_kv_heads, other.head_dim,
+            other.dtype_name, other.device_type,
+        ) == (
+            self.num_layers, self.page_size, self.num_kv_heads, self.head_dim,
+            self.dtype_name, self.device_type,
+        )  # fmt: skip
+
+    def copy_pages_from(self, src: KVPool, src_pages: list[int], dst_pages: list[int]) -> None:
+        """Copy the K and V of whole pages of another pool into pages of this one (every
+        layer): ``src_pages[i]`` of ``src`` into ``dst_pages[i]``, e.g. a prefix another
+        engine over the same model cached (``RadixCache.import_prefix``).
+
+        Args:
+            src: a pool of the same layout (:meth:`same_layout`), not this one; its pages
+                are only read (the caller keeps them from being written meanwhile).
+            src_pages: pages of ``src`` with storage.
+            dst_pages: as many pages of this pool with storage, owned by the caller.
+
+        Raises:
+            AssertionError: an internal caller passed another layout, unequal page lists or
+                a page without storage (runtime invariants).
+        """
+        assert src is not self and self.same_layout(src) and len(src_pages) == len(dst_pages)
+        if not dst_pages:
+            return
+        assert 0 < min(src_pages) and max(src_pages) < src._reserved
+        assert 0 < min(dst_pages) and max(dst_pages) < self._reserved
+        mine = self._k if self.v_views_k else self._k + self._v
+        theirs = src._k if src.v_views_k else src._k + src._v
+        for d, s in zip(mine, theirs):  # [pages, page_size, heads, head_dim]
+            d[dst_pages] = s[src_pages]
+
     # -------------------------------------------------------------------- views
     def k_slots(self, layer: int) -> torch.Tensor:
         """Layer's K cache as ``[num_reserved_pages * page_size, num_kv_heads, head_dim]``

@@ -375,6 +375,69 @@ class RadixCache:
         self._num_cached_pages += 1
         return True
 
+    # ------------------------------------------------------------------ import
+
+    def import_prefix(self, src: RadixCache, token_ids: list[int]) -> int:
+        """Copy into this cache what ``src`` holds of ``token_ids``' prefix past this
+        cache's own match: the KV of its whole pages, and of the page that continues them
+        inside one page (the tail ``match_prefix_partial`` names), copied into pages of this
+        cache's pool and inserted as if computed here. Two engines over one model (host
+        pipelines) so share a prefix one of them computed instead of computing it again:
+        the same KV, as the kernels are batch and thread-count invariant.
+
+        The pages come from this pool's free pages, evicting unlocked cached pages (LRU)
+        where they run short (this cache's match is kept); where they cannot be had,
+        nothing is imported. ``src``'s matched path is stamped as used, as a match is.
+
+        Args:
+            src: a cache over another pool of the same layout (``KVPool.same_layout``)
+                whose tree and pages nothing changes during the call (the caller holds
+                what steps its engine).
+            token_ids: tokens a request may be served from the cache (its cache limit).
+
+        Returns:
+            Tokens of ``token_ids`` this cache now serves that it did not (0: nothing
+            imported).
+
+        Raises:
+            AssertionError: ``src``'s pool does not have this pool's layout.
+        """
+        own_pages, own_len, own_node, own_tail = self.match_prefix_partial(token_ids)
+        pages, length, _, tail = src.match_prefix_partial(token_ids)
+        if length < own_len or (
+            length == own_len
+            and (tail is None or (own_tail is not None and own_tail[1] >= tail[1]))
+        ):
+            return 0
+        ps = self.page_size
+        copy = pages[own_len // ps :] + ([tail[0].pages[0]] if tail is not None else [])
+        self.inc_ref(own_node)  # eviction must leave the pages the import continues
+        try:
+            short = len(copy) - self.pool.num_free_pages
+            if short > 0:
+                self.evict(short)
+            new = self.pool.alloc(len(copy))
+        finally:
+            self.dec_ref(own_node)
+        if new is None:
+            return 0
+        self.pool.copy_pages_from(src.pool, copy, new)
+        whole = list(token_ids[:length])
+        table = own_pages + new
+        gained = length - own_len
+        if tail is not None:
+            key = tail[0].key
+            if len(key) == ps:  # a whole page of a longer cached prefix: cached as such
+                self.pool.free(self.insert(whole + list(key), table))
+            else:  # a partial leaf: cached as one
+                self.pool.free(self.insert(whole, table[:-1]))
+                if not self.insert_partial(whole + list(key), table[-1]):
+                    self.pool.free(table[-1:])
+            gained += tail[1]
+        else:
+            self.pool.free(self.insert(whole, table))
+        return gained
+
     # ------------------------------------------------------------------ eviction
 
     def evict(self, num_pages: int) -> int:

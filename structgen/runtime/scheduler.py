@@ -41,7 +41,7 @@ free pages + pages in the tree + pages owned by requests == all usable pages.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -139,6 +139,10 @@ class Scheduler:
         self.num_prefix_hit_tokens = 0  # of which served from the cache
         self.num_partial_hit_tokens = 0  # of which copied from a cached partial page
         self.num_preemptions = 0
+        # called with a request's cacheable tokens before its first admission; it may put
+        # pages into ``cache`` (a host pipeline imports what its engine's cache holds:
+        # ``Engine.host_pipeline``, ``RadixCache.import_prefix``); None: nothing
+        self.prefix_source: Callable[[list[int]], object] | None = None
 
     # ------------------------------------------------------------------ queues
     @property
@@ -342,6 +346,8 @@ class Scheduler:
         for req in order:
             if budget <= 0 or len(self.running) >= self.max_running_requests:
                 break
+            if self.prefix_source is not None and not req.was_admitted and req.uses_prefix_cache:
+                self.prefix_source(req.token_slice(0, self._cache_limit(req)))
             # match again: pages matched for ordering may have been evicted since
             pages, length, node, tail = self._match_partial(req)
             key = tuple(req.token_slice(length, length + size)) if self.cache is not None else ()

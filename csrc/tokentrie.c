@@ -179,12 +179,20 @@ static int tables_fetch_byte(Tables *t, PyObject *fn, long s, long b) {
         res = PyObject_CallFunction(fn, "ll", s, b);
     }
     if (!res) return -1;
-    tables_release(t);
     if (!PyTuple_Check(res) || PyTuple_GET_SIZE(res) != 2) {
+        tables_release(t);
         Py_DECREF(res);
         PyErr_SetString(PyExc_ValueError, "row_tables must return (rows, slot)");
         return -1;
     }
+    if (t->held && t->rows.obj == PyTuple_GET_ITEM(res, 0)
+        && t->slot.obj == PyTuple_GET_ITEM(res, 1)) {
+        /* the same two arrays as held (row_tables answers its cached views until a table is
+         * replaced; an ndarray's memory never moves while a buffer of it is held): kept */
+        Py_DECREF(res);
+        return 0;
+    }
+    tables_release(t);
     if (PyObject_GetBuffer(PyTuple_GET_ITEM(res, 0), &t->rows, PyBUF_C_CONTIGUOUS) < 0) {
         Py_DECREF(res);
         return -1;
@@ -1210,13 +1218,14 @@ static int cold_mask(PyObject *plan, PyObject *forms, PyObject *state, int32_t *
 enum {
     GP_TRIE_MOD, GP_TRIE, GP_BYTE, GP_DEPTH, GP_SKIP, GP_TOKEN, GP_STACK, GP_ROW_TABLES, GP_DFA,
     GP_EOS, GP_MASKS, GP_FROMBUFFER, GP_DTYPE, GP_NUM_WORDS, GP_NODE_FREE_KEY, GP_TOKEN_ENDS,
-    GP_NODE_FREE, GP_MAX_NODE_FREE, GP_SPLIT, GP_NEVER, GP_ROWS, GP_STEPS, GP_MAX_STEPS,
-    GP_TOKEN_BYTES, GP_SIZE
+    GP_NODE_FREE, GP_MAX_NODE_FREE, GP_SPLIT, GP_UNSPLIT, GP_NEVER, GP_ROWS, GP_STEPS,
+    GP_MAX_STEPS, GP_TOKEN_BYTES, GP_SIZE
 };
 
 /* The cold mask of grammar configuration state (no form, no cached mask) as
  * TokenIndex._grammar_mask makes it: the node-free mask of its key (node_free_key, called
- * back) when one is kept, else the head split's (_walk_split, called back), else the trie walk
+ * back) when one is kept, else the head split's (_walk_split, called back unless the state is in
+ * the plan's unsplit set, where it answers None without a call), else the trie walk
  * (walk, with the trie's subtree tables and first nodes); EOS bits where it accepts; the
  * node-free mask kept under its key; the mask stored read-only in the index's mask cache and
  * its form in forms, and written into out[0 .. cols) (out NULL: not written; made not NULL:
@@ -1279,7 +1288,10 @@ static int grammar_cold_mask(PyObject *plan, PyObject *forms, PyObject *state, i
     if (hit) {
         arr = Py_NewRef(hit);
     } else {
-        if (PyTuple_GET_ITEM(plan, GP_SPLIT) != Py_None) {
+        PyObject *unsplit = PyTuple_GET_ITEM(plan, GP_UNSPLIT);
+        int skip = PyAnySet_Check(unsplit) ? PySet_Contains(unsplit, state) : 0;
+        if (skip < 0) goto done;
+        if (PyTuple_GET_ITEM(plan, GP_SPLIT) != Py_None && !skip) { /* (skip: no key) */
             split = PyObject_CallOneArg(PyTuple_GET_ITEM(plan, GP_SPLIT), state);
             if (split == NULL) goto done;
         }

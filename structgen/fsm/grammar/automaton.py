@@ -187,6 +187,12 @@ class GrammarAutomaton:
         self._digests: dict[int, dict[int, bytes]] = {}  # id(arena) -> head_key memo
         # (terminal, lexer state) -> no token ends that lexeme before its last byte
         self._ends_inside: dict[tuple[int, int], bool] = {}
+        # lexemes' (terminal, lexer state) tuple -> (node-free, some lexeme is wide): what
+        # node_free_key reads per configuration, shared across chart nodes
+        self._shapes: dict[tuple[tuple[int, int], ...], tuple[bool, bool]] = {}
+        # configurations node_free_key found with no wide lexeme: lexical_key is None for
+        # them (``TokenIndex._walk_split`` and the C cold plan skip asking it)
+        self.unsplit: set[int] = set()
         self._tails: dict[int, dict[int, tuple[bytes, bool]]] = {}  # id(arena) -> _fixed_tail memo
         self._tail_answers: dict[tuple[bytes, bool], bool] = {}  # the TokenEnds answers
         if lead_in is None:
@@ -323,7 +329,10 @@ class GrammarAutomaton:
         (``_ends_inside_never``, memoised per lexeme, read in order until one fails), the
         mask is the union of the lexemes' lexer-live tokens, plus EOS when accepting: a
         function of the key. ``TokenIndex`` shares one such configuration's mask with the
-        others (a recursive schema's objects at every depth).
+        others (a recursive schema's objects at every depth). Both tests are memoised per
+        tuple of lexer states (``_shape_of``). ``state`` is also added to ``unsplit`` when
+        fewer than ``MIN_HEAD_BYTES`` bytes can start each of its lexemes (``lexical_key``
+        is None for it).
 
         Args:
             state: a configuration id.
@@ -335,15 +344,38 @@ class GrammarAutomaton:
         lexemes = self.lexemes(state)
         if not lexemes:
             return None
-        memo = self._ends_inside
-        for t, _, s in lexemes:
+        shape = tuple([(t, s) for t, _, s in lexemes])
+        hit = self._shapes.get(shape)
+        if hit is None:
+            with self._lock:  # the lexers' shared arena is read under it
+                hit = self._shapes[shape] = self._shape_of(shape, ends)
+        if not hit[1]:
+            self.unsplit.add(state)
+        return (bool(self._accepting[state]), shape) if hit[0] else None
+
+    def _shape_of(self, shape: tuple[tuple[int, int], ...], ends) -> tuple[bool, bool]:
+        """``(node-free, wide)`` of a configuration whose lexemes are ``shape`` (under the
+        lock): node-free when ``_ends_inside_never`` holds for every lexeme (memoised per
+        lexeme in ``_ends_inside``, read in order until one fails); wide when
+        ``MIN_HEAD_BYTES`` bytes or more can start one of them (``lexical_key``'s first test:
+        not wide, it answers None).
+        """
+        memo, free = self._ends_inside, True
+        for t, s in shape:
             never = memo.get((t, s))
             if never is None:
-                with self._lock:  # the lexers' shared arena is read under it
-                    never = memo[(t, s)] = self._ends_inside_never(t, s, ends)
+                never = memo[(t, s)] = self._ends_inside_never(t, s, ends)
             if not never:
-                return None
-        return bool(self._accepting[state]), tuple([(t, s) for t, _, s in lexemes])
+                free = False
+                break
+        group, wide = self._group, self._wide
+        for t, s in shape:
+            hit = wide.get((group[t], s))
+            if hit is None:
+                hit = wide[(group[t], s)] = self._first(t, s).bit_count() >= MIN_HEAD_BYTES
+            if hit:
+                return free, True
+        return free, False
 
     def _ends_inside_never(self, t: int, s: int, ends) -> bool:
         """True when no allowable token can end a lexeme of terminal ``t`` in lexer state

@@ -64,7 +64,7 @@ __all__ = [
 # an extension without them)
 cold_step = getattr(trie._EXT, "cold_step", None)
 cold_mask = getattr(trie._EXT, "cold_mask", None)
-GRAMMAR_PLAN_SIZE = 24  # a grammar automaton's cold plan (``_make_grammar_plan``)
+GRAMMAR_PLAN_SIZE = 25  # a grammar automaton's cold plan (``_make_grammar_plan``)
 
 
 def is_grammar_plan(plan: tuple | None) -> bool:
@@ -156,6 +156,9 @@ class TokenIndex:
         shares = not self._reads_wildcards and hasattr(dfa, "node_free_key")
         self._node_free_key = dfa.node_free_key if shares else None
         self._node_free: dict[tuple, np.ndarray] = {}
+        # configurations without a lexical key, as node_free_key records them (its
+        # ``unsplit``): ``_walk_split`` answers None for them without asking ``lexical_key``
+        self._unsplit: set[int] | frozenset = dfa.unsplit if shares else frozenset()
         self._edge_only = vocab.edge_only_ids  # allowable, but to wildcard edges only
         self._wildcards: dict[int, tuple[tuple[frozenset[int], bool, int], ...]] = {}
         # masks shared across the counts of X{lo,hi} (count_masks.py): regex automata only
@@ -300,7 +303,8 @@ class TokenIndex:
         A grammar automaton's plan (``_grammar_way``, a trie without duplicate ids, the C
         walk's plain ``walk``) is a shorter tuple, ``_make_grammar_plan``'s, which the same
         two mask calls take for ``_grammar_mask``'s ways (``node_free_key`` and
-        ``_walk_split`` called back, the whole walk in C; declined while the trie's subtree
+        ``_walk_split`` called back, the latter not for a state in ``_unsplit``, where it
+        answers None; the whole walk in C; declined while the trie's subtree
         tables are not built or the settings ``TokenTrie.walk`` reads leave that walk), and
         ``cold_step`` for ``token_step`` (``walk_bytes``, not direct; declined without the
         C walk). Raises: never.
@@ -398,6 +402,7 @@ class TokenIndex:
             self._node_free,
             MAX_NODE_FREE,
             self._walk_split if self._lexical is not None else None,
+            self._unsplit,
             self._never,
             self._rows,
             self.steps,
@@ -457,11 +462,14 @@ class TokenIndex:
     def _walk_split(self, state: int) -> np.ndarray | None:
         """The trie-walk mask of ``state`` as head part | exit part (``lexical_masks.py``):
         the head part from the shared cache, the exit tokens walked on their own trie; None
-        when the state has no split that pays. On a miss one whole walk gives the mask and
+        when the state has no split that pays (at once for a grammar configuration in
+        ``_unsplit``: no lexical key). On a miss one whole walk gives the mask and
         stores the head part, or, while the key's exit tables are not built, the whole mask
         (``put_whole``: the tables are built, and the head part cut, only when the key is
         read again).
         """
+        if state in self._unsplit:  # a configuration with no lexeme lexical_key would take
+            return None
         lex = self._lexical
         lex.ensure_prepared()
         key = self.lexical_key(state)

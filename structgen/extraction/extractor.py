@@ -13,11 +13,12 @@ from structgen.errors import (
     GrammarTooComplexError,
     LengthLimit,
     RequestError,
+    StructgenError,
     length_limit,
     warn_at_user_frame,
 )
 from structgen.extraction.array_ends import SCORE_ARRAY_ENDS_DEFAULT, choose_array_ends
-from structgen.extraction.choices import choose_options
+from structgen.extraction.choices import choose_options, common_prefix
 from structgen.extraction.copy import CopyConstraint, copy_constraint
 from structgen.extraction.evidence import EVIDENCE_DEFAULT, apply_evidence
 from structgen.extraction.nulls import nullable_required
@@ -249,6 +250,7 @@ def extract(
     pipes = _host_pipelines(engine, len(texts))
     ran = None
     if pipes is not None:
+        _cache_shared_head(engine, job)
         ran = _run_pipelined(pipes, job, len(pipes.engines), on_result)
     if ran is None:  # one pipeline: this engine, on this thread
         _extract_part(engine, job, list(range(len(texts))), on_result)
@@ -302,6 +304,30 @@ def _host_pipelines(engine: Any, num_texts: int) -> Any:
     if kernel_threads() < 2:
         return None
     return host_pipelines(engine, HOST_PIPELINES)
+
+
+def _cache_shared_head(engine: Any, job: _Job) -> None:
+    """Compute the prompts' shared head (the messages up to where the first two texts'
+    prompts part) once on ``engine``, on all its kernel threads, so that each host pipeline
+    copies it from ``engine``'s prefix cache (``Engine.host_pipeline``) instead of computing
+    it on one thread, the second pipeline while the first holds the host lock. Nothing when
+    ``engine`` has no prefix cache, the head is shorter than a page, or it is cached
+    already (then only its last token is computed). Raises: never for a text's fault (a
+    text that cannot be encoded fails in its own part, as without this).
+    """
+    if engine.cache is None or len(job.texts) < 2:
+        return
+    try:
+        a, b = (
+            engine.encode_prompt(extraction_messages(job.sd, t, job.instructions))
+            for t in job.texts[:2]
+        )
+    except StructgenError:
+        return
+    n = common_prefix(a, b)
+    if n < engine.pool.page_size or n >= engine.max_request_tokens():
+        return
+    engine.generate([a[:n]], SamplingParams(max_tokens=1, temperature=0.0))
 
 
 def _run_pipelined(

@@ -114,3 +114,32 @@ def test_two_pipelines_on_the_default_model(smollm2_engine, monkeypatch):
     two = extract(smollm2_engine, schema, texts)
     assert all(a > b for a, b in zip(_forwards(smollm2_engine), before))
     assert two == one
+
+
+def _pipeline_hits(engine) -> int:
+    return sum(e.scheduler.num_prefix_hit_tokens for e in host_pipelines(engine).engines)
+
+
+def _flush_all(engine) -> None:
+    engine.flush_cache()
+    host_pipelines(engine).flush_cache()
+
+
+def test_the_shared_head_is_computed_once_on_the_engine(engine, monkeypatch):
+    """A fresh job: the prompts' shared head is computed on the engine (in its cache after
+    the call), and both pipelines copy it instead of computing it (more prefix hits than
+    with the head left to the pipelines), the values unchanged."""
+    _flush_all(engine)
+    before = _pipeline_hits(engine)
+    off = monkeypatch.context()
+    with off as m:
+        m.setattr(extractor, "_cache_shared_head", lambda engine, job: None)
+        without, _ = _run(engine, 2, monkeypatch)
+    hits_without = _pipeline_hits(engine) - before
+    assert engine.cache.num_cached_pages == 0  # nothing ran on the engine itself
+    _flush_all(engine)
+    before = _pipeline_hits(engine)
+    with_head, _ = _run(engine, 2, monkeypatch)
+    assert engine.cache.num_cached_pages > 0
+    assert _pipeline_hits(engine) - before > hits_without
+    assert with_head == without

@@ -179,6 +179,8 @@ def regex_expr(text: str, rule_of: dict[int, str], deadline: Deadline | None = N
         UnsupportedSchemaError: a rule placeholder inside a group with inline flags.
         GrammarTooComplexError: ``deadline`` (the compile's CPU-time budget) expired.
     """
+    if len(text) == 1 and ord(text) - PLACEHOLDER_BASE in rule_of:
+        return Ref(rule_of[ord(text) - PLACEHOLDER_BASE], 0, 0)  # a root that is one $ref
     top = _Frame(0)
     stack = [top]
     items = top.items  # the current alternative's items: (expr or None, start, end)

@@ -43,6 +43,11 @@ def test_stretches_stay_one_pattern_before_a_rule(text: str) -> None:
     assert expr(R + text) == Seq((REF, Pattern(text)))
 
 
+def test_a_text_that_is_one_placeholder() -> None:
+    assert expr(R) == REF
+    assert expr(D) == Pattern(D)
+
+
 def test_a_plain_definitions_placeholder_is_regex_text() -> None:
     assert expr("a" + D + "*b" + R) == Seq((Pattern("a" + D + "*b"), REF))
 

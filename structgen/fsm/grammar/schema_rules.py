@@ -55,8 +55,27 @@ __all__ = [
 
 _BRACES = re.compile(r"\{(\d*)(?:(,)(\d*))?\}")
 _ESCAPE_LEN = {"x": 4, "u": 6, "U": 10}
-# A run of characters each of which is one literal atom: no metacharacter, no placeholder.
-_PLAIN_RUN = re.compile("[^" + re.escape("\\[]()|*+?{") + chr(PLACEHOLDER_BASE) + "-\U0010ffff]+")
+# One step of ``regex_expr``'s scan. Groups: 1 a stretch of regular atoms, each with its
+# quantifiers (escapes as long as ``_atom_end`` says, classes, a brace that opens no
+# quantifier, other characters; no group, alternation or placeholder): regex text read in
+# one step; 2 a group's opening (a bare one, non-capturing, named, or inline flags up to
+# the first colon); 3 ``|``; 4 ``)``; 5 a quantifier with its lazy / possessive suffix
+# (6-8: a brace's bounds); 9 a placeholder. A position where none matches (text that is
+# no regex) takes ``regex_expr``'s one-atom step.
+_ATOM = (
+    r"\\(?:x..|u.{4}|U.{8}|N\{[^}]*\}|.)"
+    r"|\[\^?\]?(?:\\.|[^\]\\])*\]"
+    r"|\{(?!\d*(?:,\d*)?\})"
+    "|[^" + re.escape("\\[()|*+?{") + chr(PLACEHOLDER_BASE) + "-\U0010ffff]"
+)
+_STEP = re.compile(
+    r"((?:(?:" + _ATOM + r")(?:[*+?]|\{\d*(?:,\d*)?\})*)+)"
+    r"|(\((?:\?:|\?P<[^>]*>|\?(?!P<)[^:]*:|(?!\?)))"
+    r"|(\|)|(\))"
+    r"|((?:[*+?]|\{(\d*)(?:(,)(\d*))?\})[?+]?)"
+    "|([" + chr(PLACEHOLDER_BASE) + "-\U0010ffff])",
+    re.DOTALL,
+)
 _PLACEHOLDERS = re.compile("[" + chr(PLACEHOLDER_BASE) + "-\U0010ffff]")
 _CHECK_EVERY = 4096  # loop steps between two looks at the compile's deadline
 
@@ -104,14 +123,17 @@ def _atom_end(text: str, i: int) -> int:
 
 
 class _Frame:
-    """An open group: its alternatives so far and the items of the current one."""
+    """An open group: its alternatives so far, the items of the current one, and whether
+    any item of any alternative is a grammar expression (refers to a rule).
+    """
 
-    __slots__ = ("start", "alts", "items")
+    __slots__ = ("start", "alts", "items", "rule")
 
     def __init__(self, start: int) -> None:
         self.start = start
         self.alts: list[list[tuple[Expr | None, int, int]]] = []
         self.items: list[tuple[Expr | None, int, int]] = []
+        self.rule = False
 
 
 def _seq(text: str, items: list[tuple[Expr | None, int, int]]) -> Expr:
@@ -138,104 +160,103 @@ def _seq(text: str, items: list[tuple[Expr | None, int, int]]) -> Expr:
     return out[0] if len(out) == 1 else Seq(tuple(out))
 
 
+def _close(text: str, frame: _Frame) -> Expr:
+    """The expression of a finished group (or of the whole text) that refers to a rule."""
+    frame.alts.append(frame.items)
+    options = [_seq(text, alt) for alt in frame.alts]
+    return options[0] if len(options) == 1 else Alt(tuple(options))
+
+
 def regex_expr(text: str, rule_of: dict[int, str], deadline: Deadline | None = None) -> Expr:
     """The grammar expression of regex ``text`` (structgen's dialect, as the JSON Schema
     converter writes it) in which placeholder ``PLACEHOLDER_BASE + i`` for ``i`` in
     ``rule_of`` is a reference to rule ``rule_of[i]``; every part without one is kept as
-    regex text (``Pattern``). Iterative: nesting depth costs no recursion; a run of literal
-    characters is read in one step.
+    regex text (``Pattern``): adjacent such parts of one alternative are one ``Pattern``.
+    Iterative: nesting depth costs no recursion; a stretch of regular atoms is read in one
+    step (``_STEP``).
 
     Raises:
         UnsupportedSchemaError: a rule placeholder inside a group with inline flags.
         GrammarTooComplexError: ``deadline`` (the compile's CPU-time budget) expired.
     """
-    stack = [_Frame(0)]
+    if len(text) == 1 and ord(text) - PLACEHOLDER_BASE in rule_of:
+        return Ref(rule_of[ord(text) - PLACEHOLDER_BASE], 0, 0)  # a root that is one $ref
+    top = _Frame(0)
+    stack = [top]
+    items = top.items  # the current alternative's items: (expr or None, start, end)
     i, n = 0, len(text)
     steps = 0
+    step = _STEP.match
     while i < n:
         steps += 1
         if deadline is not None and steps % _CHECK_EVERY == 0:
             deadline.check("reading the recursive schema's rules")
-        c = text[i]
-        run = _PLAIN_RUN.match(text, i)
-        if run is not None and run.end() - i > 1:
-            # all but the last character: a quantifier after the run binds to that one only
-            stack[-1].items.append((None, i, run.end() - 1))
-            i = run.end() - 1
+        m = step(text, i)
+        kind = 0 if m is None else m.lastindex
+        if kind == 1 or kind == 9 and ord(m.group(9)) - PLACEHOLDER_BASE not in rule_of:
+            end = m.end()
+        elif kind == 2:  # a group opens
+            top = _Frame(i)
+            stack.append(top)
+            items = top.items
+            i = m.end()
             continue
-        if c == "(":
-            j = i + 1
-            if text.startswith("?:", j):
-                j += 2
-            elif text.startswith("?", j) and not text.startswith("?P<", j):
-                j = text.index(":", j) + 1  # inline flags: only regular contents work
-            elif text.startswith("?P<", j):
-                j = text.index(">", j) + 1
-            stack.append(_Frame(i))
-            i = j
-            continue
-        if c == "|":
-            top = stack[-1]
-            top.alts.append(top.items)
-            top.items = []
+        elif kind == 3:
+            top.alts.append(items)
+            items = top.items = []
             i += 1
             continue
-        if c == ")":
+        elif kind == 4:  # a group closes: regex text unless it refers to a rule
             frame = stack.pop()
-            frame.alts.append(frame.items)
             end = i + 1
-            has_rule = any(e is not None for alt in frame.alts for e, _, _ in alt)
-            if not has_rule:
-                expr = None
-            elif text[frame.start + 1 : frame.start + 2] == "?" and not text.startswith(
-                "?:", frame.start + 1
-            ):
-                raise UnsupportedSchemaError(
-                    "$ref", "", "a recursive $ref inside a regex group with inline flags"
-                )
-            else:
-                options = [_seq(text, alt) for alt in frame.alts]
-                expr = options[0] if len(options) == 1 else Alt(tuple(options))
-            stack[-1].items.append((expr, frame.start, end))
+            expr = None
+            if frame.rule:
+                if text.startswith("?", frame.start + 1) and not text.startswith(
+                    "?:", frame.start + 1
+                ):
+                    raise UnsupportedSchemaError(
+                        "$ref", "", "a recursive $ref inside a regex group with inline flags"
+                    )
+                expr = _close(text, frame)
+            top = stack[-1]
+            top.rule = top.rule or expr is not None
+            items = top.items
+            items.append((expr, frame.start, end))
             i = end
             continue
-        if c in "*+?{" and stack[-1].items:
-            lo = hi = None
-            m = _BRACES.match(text, i) if c == "{" else None
-            if c == "{" and m is None:  # a literal brace
-                stack[-1].items.append((None, i, i + 1))
-                i += 1
-                continue
-            if c == "*":
-                lo, hi, end = 0, None, i + 1
-            elif c == "+":
-                lo, hi, end = 1, None, i + 1
-            elif c == "?":
-                lo, hi, end = 0, 1, i + 1
-            else:
-                lo = int(m.group(1) or 0)
-                hi = lo if m.group(2) is None else (int(m.group(3)) if m.group(3) else None)
-                end = m.end()
-            if text[end : end + 1] in ("?", "+"):
-                end += 1  # lazy / possessive: the same language under fullmatch
-            expr, start, _ = stack[-1].items.pop()
+        elif kind == 5 and items:  # a quantifier: binds to the item before it
+            expr, start, _ = items.pop()
+            end = m.end()
             if expr is not None:
+                c = text[i]
+                if c == "*":
+                    lo, hi = 0, None
+                elif c == "+":
+                    lo, hi = 1, None
+                elif c == "?":
+                    lo, hi = 0, 1
+                else:
+                    lo = int(m.group(6) or 0)
+                    hi = lo if m.group(7) is None else (int(m.group(8)) if m.group(8) else None)
                 expr = Repeat(expr, lo, hi)
-            stack[-1].items.append((expr, start, end))
+            items.append((expr, start, end))
             i = end
             continue
-        code = ord(c) - PLACEHOLDER_BASE
-        if code in rule_of:
-            stack[-1].items.append((Ref(rule_of[code], 0, 0), i, i + 1))
+        elif kind == 5:  # nothing to bind to: regex text
+            end = m.end()
+        elif kind == 9:  # a rule's placeholder
+            items.append((Ref(rule_of[ord(text[i]) - PLACEHOLDER_BASE], 0, 0), i, i + 1))
+            top.rule = True
             i += 1
             continue
-        end = _atom_end(text, i)
-        stack[-1].items.append((None, i, end))
+        elif text[i] == "(":  # no group opening the dialect has: as Python's parser would
+            text.index(":" if text.startswith("?", i + 1) else ">", i)
+            end = i + 1  # (not reached: only an opening without its ':' / '>' fails)
+        else:  # an escape or class cut short by the text's end
+            end = _atom_end(text, i)
+        items.append((None, i, end))
         i = end
-    frame = stack.pop()
-    frame.alts.append(frame.items)
-    options = [_seq(text, alt) for alt in frame.alts]
-    return options[0] if len(options) == 1 else Alt(tuple(options))
+    return _close(text, stack.pop())  # (an unclosed group: that group's expression)
 
 
 def rules_grammar(

@@ -485,11 +485,17 @@ class RefIndex:
         start = self._resources.get(uri)
         if start is None:
             return
-        tokens = _pointer_tokens(frag)
-        anchor = unquote(frag) if tokens is None else None
-        tokens = self._anchors.get((uri, anchor)) if tokens is None else start + tokens
-        if tokens is None:
-            return
+        if not start and frag[:1] == "/" and "%" not in frag and "~" not in frag:
+            # a plain pointer into the root resource (most references): its tokens split
+            # as _pointer_tokens would, and already its canonical spelling (pointer_of)
+            tokens, anchor, canonical = tuple(frag[1:].split("/")), None, "#" + frag
+        else:
+            tokens = _pointer_tokens(frag)
+            anchor = unquote(frag) if tokens is None else None
+            tokens = self._anchors.get((uri, anchor)) if tokens is None else start + tokens
+            if tokens is None:
+                return
+            canonical = None
         target, source = self.root, self._source
         for t in tokens:
             target, source = _step(target, t), _step(source, t)
@@ -500,7 +506,8 @@ class RefIndex:
             if made and self._dynamic.get(anchor, 0) != 1:
                 return  # resolved by the dynamic scope: $dynamicRef stays unsupported
             del copy["$dynamicRef"]
-        canonical = pointer_of(tokens)
+        if canonical is None:
+            canonical = pointer_of(tokens)
         self._table[canonical] = target
         copy["$ref"] = canonical
 

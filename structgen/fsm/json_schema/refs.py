@@ -58,6 +58,7 @@ class RefSharing:
         self._resolve = resolve
         self._reach: dict[str, frozenset[str]] = {}
         self._group: dict[str, frozenset[str]] = {}
+        self._edge_memo: dict[str, list[str]] = {}  # _edges: each target walked once
         self._memo: dict[tuple, str | None] = {}
         self.definitions: list[str] = []
         self.rules: set[int] = set()  # definitions that are grammar rules (reserve)
@@ -85,14 +86,23 @@ class RefSharing:
         return result
 
     def _edges(self, ref: str) -> list[str]:
-        """The references in the target of ``ref`` (none when it does not resolve)."""
+        """The references in the target of ``ref`` (none when it does not resolve), sorted;
+        memoised (the document does not change during a conversion): ``group`` and every
+        ``is_recursive`` of ``ref`` share one walk of its target. The list is shared: not
+        to be modified.
+        """
+        hit = self._edge_memo.get(ref)
+        if hit is not None:
+            return hit
+        found: set[str] = set()
         try:
             target = self._resolve(ref, "")
         except StructgenError:
-            return []  # reported where the reference is converted
-        found: set[str] = set()
-        _refs_in(target, found)
-        return sorted(found)
+            pass  # no edges: reported where the reference is converted
+        else:
+            _refs_in(target, found)
+        edges = self._edge_memo[ref] = sorted(found)
+        return edges
 
     def group(self, ref: str) -> frozenset[str]:
         """The recursive group of ``ref``: the references that reach it and that it reaches

@@ -104,9 +104,15 @@ class EarleyCharts:
         self._lhs = cfg.lhs
         self._by_lhs: list[list[int]] = [[] for _ in range(num_nt)]
         by_lhs = self._by_lhs
-        for p, (lhs, rhs) in enumerate(zip(cfg.lhs, cfg.rhs, strict=True)):
-            if all(productive[s] if s >= 0 else s not in dead for s in rhs):
-                by_lhs[lhs].append(p)  # productions that can finish
+        if len(cfg.lhs) != len(cfg.rhs):
+            raise ValueError("a CfgGrammar needs one right-hand side per production")
+        if not dead and all(productive):  # every production can finish
+            for p, lhs in enumerate(cfg.lhs):
+                by_lhs[lhs].append(p)
+        else:
+            for p, (lhs, rhs) in enumerate(zip(cfg.lhs, cfg.rhs)):
+                if all(productive[s] if s >= 0 else s not in dead for s in rhs):
+                    by_lhs[lhs].append(p)  # productions that can finish
         nullable_nt = _nullable_nonterminals(cfg, num_nt, nullable_terminals)
         self._nullable = _nullable_predicate(nullable_nt, nullable_terminals)
         self._ids: dict[tuple[frozenset, bool], int] = {}

@@ -24,6 +24,11 @@ from ..regex.terms import TermArena
 
 __all__ = ["TerminalLexer", "SharedLexers"]
 
+# the shared automaton's first table size: a fresh request builds few lexer rows (the
+# grammar automaton reads a literal's next state off its term, ``csrc/cfgrows.c``), so the
+# ByteDFA's default 64 rows (64 KiB filled at every compile) are mostly never used
+_CAPACITY = 16
+
 
 class TerminalLexer:
     """The lexer of one terminal: a ``ByteDFA`` shared with the grammar's other terminals,
@@ -106,7 +111,11 @@ class SharedLexers:
         """
         if self.dfa is None:
             self.dfa = ByteDFA(
-                arena, root, max_states=self.max_states, max_seconds=self.max_seconds
+                arena,
+                root,
+                max_states=self.max_states,
+                max_seconds=self.max_seconds,
+                capacity=_CAPACITY,
             )
         elif self.dfa.arena is not arena:
             raise ValueError("SharedLexers: every terminal must be lowered into one arena")

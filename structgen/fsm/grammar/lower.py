@@ -16,6 +16,7 @@ Both give the semantics of ``ir``'s module docstring.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -163,6 +164,8 @@ class _Definitions:
         """``pattern`` with only the definitions it needs (``needs`` and theirs; ``closed``:
         ``needs`` holds them all already), renumbered in order.
         """
+        if not needs:  # no placeholder of this numbering to move
+            return pattern, ()
         order = sorted(needs if closed else self.closure(needs))
         shift = {PLACEHOLDER_BASE + old: PLACEHOLDER_BASE + new for new, old in enumerate(order)}
         texts = self.texts
@@ -394,11 +397,16 @@ class _Lowering:
         iterative), and remembered, so the nested groups that the productions ask about one
         after the other cost one walk in all, not one each. Raises: never.
         """
+        kind = type(expr)
+        if kind is Pattern or kind is Literal or kind is Embedded:  # a leaf: no reference
+            return True
+        terminals, regular = self.g.terminals, self.regular
+        if kind is Ref:
+            return expr.name in terminals or regular[expr.name]
         memo = self._is_regular  # id(node) -> (node, answer): the node kept alive owns its id
         hit = memo.get(id(expr))
         if hit is not None:
             return hit[1]
-        terminals, regular = self.g.terminals, self.regular
         stack: list[tuple[Expr, bool]] = [(expr, False)]
         while stack:
             node, items_done = stack.pop()
@@ -592,7 +600,7 @@ class _Productions:
         frag = _closed_entry(key, name, self.low.g.rules[name], refs=False)[1]
         if frag is None:
             return False
-        suffixes, lhs, rhs, terminals = frag
+        suffixes, lhs, _, terminals, symbols, spans = frag
         # the helpers numbered as the walk would number them (``fresh``, in creation order)
         rule, base, nt = self.nonterminal(name), self.num_fresh, self.nt
         names = [f"{name}#{base + k}{x}" for k, x in enumerate(suffixes, 1)]
@@ -620,10 +628,10 @@ class _Productions:
         self.deadline.check("lowering the grammar to productions")
         cfg.lhs.extend(map(nts.__getitem__, lhs))
         # local symbol -> grammar symbol, read by Python's indexing: nonterminal k >= 1 at
-        # k, terminal -1 - k at -1 - k (from the end); 0, the augmented start, is never used
+        # k, terminal -1 - k at -1 - k (from the end); 0, the augmented start, is never used;
+        # every right-hand side's symbols mapped at once, then cut into its tuples
         syms = [None, *nts[1:], *(-1 - t for t in reversed(ts))]
-        get = syms.__getitem__
-        cfg.rhs.extend(tuple(map(get, right)) for right in rhs)
+        cfg.rhs.extend(map(tuple(map(syms.__getitem__, symbols)).__getitem__, spans))
         return True
 
 
@@ -639,11 +647,12 @@ def _closed_entry(
     answer), is determined by ``key`` up to the rule's own name) lowered on its own, kept
     per process under ``key``: its references (``nodes_of`` of the named expression; with
     ``refs`` False, ``()`` when the store holds ``key``: the caller wants the productions
-    only) and its productions ``(suffixes, lhs, rhs, terminals)`` in the rule's own
-    numbering (nonterminal 1 is the rule, 0 the augmented start, whose production is left
-    out; nonterminal ``k + 1`` its ``k``-th helper, named ``name#k`` +
-    ``suffixes[k - 1]``), those None when ``expr`` is regular, refers to
-    another rule or a terminal needs a definition.
+    only) and its productions ``(suffixes, lhs, rhs, terminals, symbols, spans)`` in the
+    rule's own numbering (nonterminal 1 is the rule, 0 the augmented start, whose production
+    is left out; nonterminal ``k + 1`` its ``k``-th helper, named ``name#k`` +
+    ``suffixes[k - 1]``; ``symbols``: the right-hand sides' symbols one after the other,
+    ``spans``: the slice of ``symbols`` each is), those None when ``expr`` is regular,
+    refers to another rule or a terminal needs a definition.
 
     The rule's walk depends only on ``expr`` (it refers to nothing else), and its
     productions not on its name (the helpers' names are given as suffixes), so these are
@@ -677,7 +686,16 @@ def _closed_entry(
             suffixes = tuple(
                 n[len(name) + 1 + len(str(k)) :] for k, n in enumerate(cfg.names[2:], 1)
             )
-            frag = (suffixes, tuple(cfg.lhs[1:]), tuple(cfg.rhs[1:]), tuple(cfg.terminals))
+            rhs = tuple(cfg.rhs[1:])
+            ends = list(itertools.accumulate(map(len, rhs), initial=0))
+            frag = (
+                suffixes,
+                tuple(cfg.lhs[1:]),
+                rhs,
+                tuple(cfg.terminals),
+                tuple(itertools.chain.from_iterable(rhs)),  # every right-hand side's symbols
+                tuple(map(slice, ends[:-1], ends[1:])),  # where each is in them
+            )
     _closed.put(key, (frag, tuple([(r.line, r.column) for r in refs])))
     return refs, frag
 

@@ -90,6 +90,8 @@ class ByteDFA:
             may discover up to n further states without building their rows; the
             arena's term budget bounds that.
         max_seconds: CPU-time budget of each exploration call (``deadline.Deadline``).
+        capacity: states and rows the tables hold before they first grow (a smaller one
+            costs less to allocate; the tables double as they fill either way).
 
     Attributes:
         initial: the start state (always 0).
@@ -106,6 +108,7 @@ class ByteDFA:
         *,
         max_states: int = DEFAULT_MAX_STATES,
         max_seconds: float = DEFAULT_MAX_SECONDS,
+        capacity: int = 64,
     ) -> None:
         assert root != EMPTY
         self.arena = arena
@@ -122,7 +125,7 @@ class ByteDFA:
         self._pending: dict[int, list] = {}
         # id(classes of _partitions) -> (class of each byte [256], row template int32 [256])
         self._class_of: dict[int, tuple[list[int], np.ndarray]] = {}
-        cap = 64
+        cap = max(1, capacity)
         self._rows = np.full((cap, 256), -1, np.int32)  # [row slot, byte] -> state
         self._slot = np.full(cap, -1, np.int64)  # [state] -> row slot, -1 = not built
         self._accepting = np.zeros(cap, bool)

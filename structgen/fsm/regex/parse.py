@@ -530,7 +530,9 @@ class SharedDefinitions:
         run = reused.run_key(self.texts, order) if order else ()
         if run is None or (run and reused.lowering_texts(run) is None):
             order, run = [], ()  # refers outside itself: lowered as usual, on need
-        seeds = tuple(dict.fromkeys(p for p in seeds if not _PLACEHOLDER_OR_MARKER.search(p)))
+        seeds = tuple(  # (an ASCII text holds neither: no scan)
+            dict.fromkeys(p for p in seeds if p.isascii() or not _PLACEHOLDER_OR_MARKER.search(p))
+        )
         if not order and not seeds:
             return
         key = reused.lexer_key(run, seeds)

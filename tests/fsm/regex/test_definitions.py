@@ -75,3 +75,30 @@ def test_renumber_placeholders_equals_translate() -> None:
     many = "".join(chr(c) for c in slots) * 3
     table = {c: c + 100 for c in slots}
     assert renumber_placeholders(many, table) == many.translate(table)
+
+
+def test_probe_and_scan_paths_agree_on_long_texts(monkeypatch) -> None:
+    """Each text and table through both ways of finding the placeholders (one search per
+    code point, ``_few_probes``; one ``re`` scan): the same answers as the references, on
+    texts up to a few hundred characters (a key trie's definition) and tables of every size.
+    """
+    import structgen.fsm.regex.definitions as definitions
+
+    rng = random.Random(23)
+    slots = [PLACEHOLDER_BASE + i for i in range(60)]
+    alphabet = ["a", "(", "|", "é", "\u4e00", chr(0x10FFFF), INTERSECT] + [chr(c) for c in slots]
+    for _ in range(400):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 400)))
+        order = sorted(rng.sample(range(60), rng.randint(0, 60)))
+        table = {PLACEHOLDER_BASE + old: PLACEHOLDER_BASE + new for new, old in enumerate(order)}
+        if rng.random() < 0.3:  # moves onto code points the text holds
+            perm = slots[:]
+            rng.shuffle(perm)
+            table = dict(zip(slots, perm))
+        num = rng.randint(0, 70)
+        for bounds in ((0, 1, 0), (10**6, 1, 10**6)):  # every call scans; every call probes
+            monkeypatch.setattr(definitions, "_MIN_PROBES", bounds[0])
+            monkeypatch.setattr(definitions, "_CHARS_PER_PROBE", bounds[1])
+            monkeypatch.setattr(definitions, "_MAX_PROBES", bounds[2])
+            assert placeholder_indices(text, num) == _reference(text, num)
+            assert renumber_placeholders(text, table) == text.translate(table)

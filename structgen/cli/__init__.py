@@ -4,6 +4,8 @@ This module holds the parser, the three commands and ``main``; ``structgen.cli.i
 reads and checks their inputs before any model loads. Errors print one line on stderr
 (``structgen: error: ...``) and exit non-zero, never a traceback: 2 for bad input (schema,
 arguments, an input too long for the model's context), 1 for failures while running.
+Ctrl-C exits 130 with one line on stderr, ``structgen: interrupted`` (a JSON Lines
+extraction's says how many texts finished and were written).
 
 An input too long for the model's context is refused before anything runs, by both
 ``generate`` (its prompt) and ``extract`` (a text's extraction prompt: the text with the
@@ -19,6 +21,7 @@ import argparse
 import contextlib
 import gc
 import json
+import re
 import socket
 import sys
 from collections.abc import Iterator, Sequence
@@ -113,6 +116,12 @@ def _start_up_gc(args: argparse.Namespace) -> Iterator[None]:
         gc.enable()
 
 
+class _BatchInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped a JSON Lines extraction; ``str()`` is the line saying how many texts
+    finished and were written (``BatchWriter.interrupted``), which :func:`main` prints.
+    """
+
+
 def cmd_extract(args: argparse.Namespace) -> int:
     """``structgen extract``: print one JSON object per input text.
 
@@ -164,8 +173,8 @@ def cmd_extract(args: argparse.Namespace) -> int:
                         return_details=True, copy=False if args.no_copy else None,
                         on_result=lambda j, res: batch.on_result(kept[j], res))  # fmt: skip
     except KeyboardInterrupt:
-        if lines is not None:
-            print(f"structgen: {batch.interrupted()}", file=sys.stderr, flush=True)
+        if lines is not None:  # main prints the line: here, what finished and was written
+            raise _BatchInterrupted(batch.interrupted()) from None
         raise
     finally:
         batch.close()
@@ -375,12 +384,24 @@ _token_count = _sampling_arg("max_tokens", int)
 _temperature = _sampling_arg("temperature", float)
 
 
+def _help_text(doc: str | None) -> str:
+    """The first line of a docstring as ``--help`` shows it, without reST's double
+    backticks around code; "" for no docstring (``python -OO``). Raises: never.
+    """
+    lines = (doc or "").strip().splitlines()
+    return re.sub(r"``(.*?)``", r"\1", lines[0]) if lines else ""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of the ``structgen`` command."""
-    parser = argparse.ArgumentParser(prog="structgen", description=__doc__.splitlines()[0])
+    """The argument parser of the ``structgen`` command (help texts without reST markup)."""
+    parser = argparse.ArgumentParser(prog="structgen", description=_help_text(__doc__))
     sub = parser.add_subparsers(dest="command", required=True)
 
-    ex = sub.add_parser("extract", help="extract a schema-valid JSON object from text")
+    ex = sub.add_parser(
+        "extract",
+        help="extract a schema-valid JSON object from text",
+        description=_help_text(cmd_extract.__doc__),
+    )
     ex.add_argument("--schema", required=True, help="JSON Schema file")
     src = ex.add_mutually_exclusive_group()
     src.add_argument("--text", help="the text to extract from")
@@ -407,7 +428,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ex.set_defaults(func=cmd_extract)
 
-    ge = sub.add_parser("generate", help="generate text, optionally under a constraint")
+    ge = sub.add_parser(
+        "generate",
+        help="generate text, optionally under a constraint",
+        description=_help_text(cmd_generate.__doc__),
+    )
     ge.add_argument("--prompt", required=True, help="the user message (sent as is with --raw)")
     cons = ge.add_mutually_exclusive_group()
     cons.add_argument("--regex")
@@ -436,7 +461,11 @@ def build_parser() -> argparse.ArgumentParser:
     ge.add_argument("--seed", type=int, default=None, help="sampling seed (reproducible output)")
     ge.set_defaults(func=cmd_generate)
 
-    se = sub.add_parser("serve", help="run the OpenAI-compatible HTTP server")
+    se = sub.add_parser(
+        "serve",
+        help="run the OpenAI-compatible HTTP server",
+        description=_help_text(cmd_serve.__doc__),
+    )
     se.add_argument("--model", default=None, help="a .gguf file or HF folder (default: SmolLM2)")
     se.add_argument("--host", default="127.0.0.1")
     se.add_argument("--port", type=int, default=30000)
@@ -467,7 +496,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the exit code (0 ok, 1 runtime failure, 2 bad input)."""
+    """Run the CLI; returns the exit code (0 ok, 1 runtime failure, 2 bad input, 130
+    interrupted by Ctrl-C: ``structgen: interrupted`` on stderr, or for a JSON Lines
+    extraction the line saying how many texts finished and were written).
+    """
     args = build_parser().parse_args(argv)
     one_shot = args.func is not cmd_serve
     try:
@@ -480,7 +512,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = 2 if isinstance(exc, ValueError) else 1
         print(f"structgen: error: {exc}", file=sys.stderr)
         return code
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # Ctrl-C: one line, whichever command it stopped
+        line = str(exc) if isinstance(exc, _BatchInterrupted) else "interrupted"
+        print(f"structgen: {line}", file=sys.stderr, flush=True)
         return 130
 
 

@@ -121,7 +121,8 @@ class BatchWriter:
             held = len(self._pending)
             line += f"; the first not written is {self._where(self._written)}"
             if held:
-                line += f" ({held} finished after it were held back to keep input order)"
+                were = "was" if held == 1 else "were"
+                line += f" ({held} finished after it {were} held back to keep input order)"
         return line
 
     def _names(self, indices: list[int], most: int = 10) -> str:

@@ -81,6 +81,16 @@ class TokenizerBackend:
         """Ids of the tokenizer's special tokens (never healed)."""
         return frozenset(self.tokenizer.all_special_ids)
 
+    def check_constraint(self, constraint: Any) -> None:
+        """Raise where this backend cannot run ``constraint`` (a spec, compiled grammar or
+        None), before any call is made; the program names the gen in the message. Every
+        constraint runs on a local engine (the engine raises for a bad one when it compiles
+        it), so this checks nothing here.
+
+        Raises:
+            RequestError: in a subclass, a constraint it cannot run.
+        """
+
     def generate(
         self,
         prompts: Sequence[list[int]],

@@ -184,9 +184,9 @@ def _template(state: Any, t: TemplateFill) -> Steps:
     if tpl.prefix:
         state._append(tpl.prefix)
     params = SamplingParams(max_tokens=t.max_tokens, temperature=t.temperature)
-    text, out, limit = yield from _generate(
-        state, tpl.constraint, params, t.token_healing, "template"
-    )
+    copied = ", ".join(repr(name) for name in tpl.copied)
+    what = f"template (copied holes {copied})" if copied else "template"
+    text, out, limit = yield from _generate(state, tpl.constraint, params, t.token_healing, what)
     try:
         res = tpl.parse(text)
     except RequestError as exc:
@@ -216,6 +216,10 @@ def _generate(
     if healing.removed:
         constraint = healing.constraint(constraint)
         sent = dataclasses.replace(params, max_tokens=params.max_tokens + 1)
+    try:
+        state.backend.check_constraint(constraint)
+    except RequestError as exc:
+        raise RequestError(f"{what}: {exc}") from exc
     on_delta = _stream_delta(state, len(healing.removed)) if state._sink else None
     (out,) = yield [Call(healing.prompt_ids, sent, constraint, on_delta)]
     if out.finish_reason == "error":

@@ -35,7 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from structgen.env import openai_api_key
-from structgen.errors import RequestError
+from structgen.errors import ConfigError, RequestError
 from structgen.lang.backend import TokenizerBackend
 from structgen.runtime.outputs import RequestMetrics, RequestOutput
 from structgen.runtime.sampling_params import SamplingParams
@@ -53,8 +53,10 @@ def _constraint_fields(term: Any) -> dict:
     before the copy (none for free text).
 
     Raises:
-        RequestError: a spec with no wire form (no regex lowering), or a JsonSchema with
-            non-default options the server has no field for.
+        RequestError: a spec with no wire form (no regex lowering; a copy constraint the
+            server cannot build: :func:`_regex_text`), or a JsonSchema with non-default
+            options the server has no field for.
+        UnsupportedRegexError: another spec whose lowering has no regex text.
     """
     from structgen.fsm.base import BaseCompiledGrammar
     from structgen.fsm.copy import CopiedRegex
@@ -71,7 +73,7 @@ def _constraint_fields(term: Any) -> dict:
         base = _constraint_fields(term.copy_base) if term.copy_base is not None else {}
         return {**base, "copy_from": list(term.copy_from), **extra}
     if isinstance(term, Regex):
-        return {"regex": term.lower().text() if term.definitions else term.pattern, **extra}
+        return {"regex": _regex_text(term) if term.definitions else term.pattern, **extra}
     if isinstance(term, Choice):
         return {"choice": list(term.options), **extra}
     if isinstance(term, JsonSchema):
@@ -93,7 +95,7 @@ def _constraint_fields(term: Any) -> dict:
             extra = {**extra, "copy_from": list(term.copy_from)}
         return {"response_format": {"type": "json_schema", "json_schema": spec}, **extra}
     if isinstance(term, RegexSpec):
-        return {"regex": term.lower().text(), **extra}
+        return {"regex": _regex_text(term), **extra}
     if isinstance(term, Grammar):
         from structgen.fsm.grammar.union import GrammarAlternatives
 
@@ -113,6 +115,59 @@ def _constraint_fields(term: Any) -> dict:
         "wire form (the server reads Regex, JsonSchema, Choice and specs that "
         "lower to a regex)"
     )
+
+
+def _regex_text(term: Any) -> str:
+    """The regex text of ``term`` (a ``Regex`` with definitions, or another ``RegexSpec``).
+
+    Raises:
+        RequestError: ``term`` copies from a text (a template's copied holes, or a gen's
+            copied regex after token healing) and its lowering has no regex text (an
+            intersection): the server builds copy constraints only from ``copy_from`` beside
+            a whole output's regex, JSON Schema or free text. The message says copy_from
+            needs a local engine.
+        UnsupportedRegexError: another lowering without regex text.
+    """
+    from structgen.errors import UnsupportedRegexError
+
+    try:
+        return term.lower().text()
+    except UnsupportedRegexError as exc:
+        copied = _copy_kind(term)
+        if copied is None:
+            raise
+        if copied == "gen":
+            why = (
+                "after token healing its copied regex has no form a request can carry "
+                "(with token_healing=False the gen's regex is sent as regex and copy_from)"
+            )
+        else:
+            why = (
+                "the server copies a whole output (copy_from beside a regex, a JSON Schema "
+                "or free text), not a template's holes"
+            )
+        raise RequestError(
+            f"copy_from needs a local engine (backend=structgen.Engine(...)), not "
+            f"OpenAIBackend: {why}"
+        ) from exc
+
+
+def _copy_kind(term: Any) -> str | None:
+    """``"gen"`` when ``term`` holds a gen's copy constraint (a ``CopiedRegex`` or
+    ``CopyJsonSchema``, e.g. behind token healing's prefix), ``"template"`` when it holds a
+    ``Regex`` with definitions (the DSL builds one only in ``Template.copy_from``), else None.
+    Raises: never.
+    """
+    from structgen.fsm.copy import CopiedRegex
+    from structgen.fsm.json_schema.copy import CopyJsonSchema
+    from structgen.fsm.spec import Concatenation, Regex
+
+    parts = term.parts if isinstance(term, Concatenation) else (term,)
+    if any(isinstance(p, (CopiedRegex, CopyJsonSchema)) for p in parts):
+        return "gen"
+    if any(isinstance(p, Regex) and p.definitions for p in parts):
+        return "template"
+    return None
 
 
 def request_body(prompt_ids: list[int], params: SamplingParams, constraint: Any) -> dict:
@@ -182,6 +237,8 @@ class OpenAIBackend(TokenizerBackend):
         max_retries: the ``openai`` client's retries on connection errors / 5xx.
 
     Raises:
+        ConfigError: the ``openai`` package is not installed (``pip install openai``; it
+            is not one of structgen's dependencies).
         ModelNotFoundError, ModelLoadError: the tokenizer cannot be loaded.
     """
 
@@ -195,7 +252,13 @@ class OpenAIBackend(TokenizerBackend):
         max_concurrency: int = 16,
         max_retries: int = 2,
     ) -> None:
-        import openai
+        try:
+            import openai
+        except ImportError as exc:
+            raise ConfigError(
+                f"OpenAIBackend needs the openai package, which structgen does not install: "
+                f"pip install openai ({exc})"
+            ) from exc
 
         from structgen.fsm import Vocabulary
 
@@ -245,6 +308,21 @@ class OpenAIBackend(TokenizerBackend):
         """Close the HTTP client and the request threads."""
         self._pool.shutdown(wait=False)
         self.client.close()
+
+    def check_constraint(self, constraint: Any) -> None:
+        """Raise where a copy constraint cannot be sent (:func:`_regex_text`), before the
+        call is made, so the program names the gen; other constraints are checked when their
+        request body is built (:meth:`generate`).
+
+        Raises:
+            RequestError: a copy constraint the server cannot build (copy_from needs a
+                local engine).
+        """
+        from structgen.fsm.base import BaseCompiledGrammar
+
+        term = constraint.spec if isinstance(constraint, BaseCompiledGrammar) else constraint
+        if term is not None and _copy_kind(term) is not None:
+            _constraint_fields(term)
 
     # ----------------------------------------------------------- generation
     def generate(

@@ -269,8 +269,8 @@ class Template(ExprSource):
 
         ``s += form.copy_from(text)`` appends it to a program;
         ``form.run(..., copy_from=text)`` runs it. It runs on a local engine: the
-        intersections have no regex text, so ``OpenAIBackend`` raises
-        ``UnsupportedRegexError`` for it.
+        intersections have no regex text, so ``OpenAIBackend`` raises ``RequestError``
+        (copy_from needs a local engine) before sending it.
 
         Args:
             text: the source text, or a list of texts (a span of any of them).

@@ -278,8 +278,9 @@ def _tag(value: Any, param: str, trigger: str | None) -> Any:
     """The ``StructuralTag`` of a structural tag object (or its JSON text).
 
     Raises:
-        APIError: a malformed tag (the message names the JSON pointer), or a
-            ``constraint_trigger`` beside it (a tag has its own triggers).
+        APIError: a malformed tag (the message names the JSON pointer), a
+            ``constraint_trigger`` beside it (a tag has its own triggers), or a grammar in
+            it whose syntax its rules do not tell (:func:`_check_tag_grammars`).
     """
     from structgen.errors import InvalidGrammarError
     from structgen.fsm.spec import StructuralTag
@@ -293,9 +294,49 @@ def _tag(value: Any, param: str, trigger: str | None) -> Any:
     if not isinstance(obj, dict):
         raise APIError(f"{param} must be a JSON object", param=param)
     try:
-        return StructuralTag.from_dict(obj)
+        tag = StructuralTag.from_dict(obj)
     except InvalidGrammarError as exc:
         raise APIError(f"{param}: {exc}", param=param) from None
+    _check_tag_grammars(tag.format, param)
+    return tag
+
+
+def _check_tag_grammars(node: Any, param: str) -> None:
+    """Each grammar in a structural tag's tree has rules that tell its syntax (a tag has
+    no field naming one).
+
+    Raises:
+        APIError: 400 on the grammar's own request field (``param`` and the node's JSON
+            pointer, dotted: ``response_format.format.tags[0].content.grammar``) when its
+            text has both kinds of rule or neither; the message names that field and the
+            syntaxes it is read as, not the Python keyword ``syntax=``.
+    """
+    from structgen.errors import InvalidGrammarError
+    from structgen.fsm.grammar import detect_syntax
+    from structgen.fsm.tags.format import GrammarContent, Tag
+
+    stack = [node]
+    while stack:  # depth first, in document order: the first such grammar is named
+        n = stack.pop()
+        children = [n.content] if isinstance(n, Tag) else []
+        children += [*getattr(n, "tags", ()), *getattr(n, "elements", ())]
+        stack.extend(reversed(children))
+        if not isinstance(n, GrammarContent) or n.syntax != "auto":
+            continue
+        try:
+            detect_syntax(n.text)
+        except InvalidGrammarError as exc:
+            field = param + "".join(
+                f"[{part}]" if part.isdigit() else f".{part}" for part in n.where.split("/")[1:]
+            )
+            reason = str(exc).split("; pass syntax=")[0]  # the Python keyword: no such field
+            raise APIError(
+                f"{field}: {reason}; the server reads a structural tag's grammar as GBNF "
+                "('name ::= ...' rules, start rule 'root') or Lark ('name: ...' rules, start "
+                f"rule 'start'), told by which kind of rule it has: write {field} with rules "
+                "of one kind",
+                param=field,
+            ) from None
 
 
 _STRUCTURED_KINDS = ("json", "regex", "choice", "grammar", "json_object", "structural_tag")

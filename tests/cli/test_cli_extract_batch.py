@@ -219,7 +219,7 @@ def test_ctrl_c_exits_130_and_says_where_a_rerun_starts(tmp_path, monkeypatch, c
     assert cap.out == ""  # text 1 never finished: the blank line 2's error waits behind it
     assert (
         f"structgen: interrupted: 1 of 3 documents finished, 0 written; the first not written "
-        f"is {inp}:1 (1 finished after it were held back to keep input order)\n"
+        f"is {inp}:1 (1 finished after it was held back to keep input order)\n"
     ) in cap.err
 
 

@@ -404,8 +404,11 @@ def _apply_token(
         req.matcher is not None
         and req.matcher.is_terminated()
         and len(req.output_token_ids) < p.max_tokens
+        and req.num_tokens < context.max_request_tokens
     ):
-        req.finish("stop")  # the grammar is complete: nothing can follow
+        # the grammar is complete: nothing can follow (at a limit, the matcher's budget
+        # ended it: reported as the limit's "length", as the request without a grammar)
+        req.finish("stop")
         return False
     return not _check_limits(req, context.max_request_tokens)
 
@@ -496,7 +499,11 @@ def jump_forward(context: StepContext, req: Request, result: TokenResult | None 
         if req.logprobs is not None:
             req.logprobs.append({tok: 0.0})
     req.detokenizer.add_bytes(new_bytes[skip:])
-    if req.matcher.is_terminated() and len(req.output_token_ids) < req.params.max_tokens:
+    if (
+        req.matcher.is_terminated()
+        and len(req.output_token_ids) < req.params.max_tokens
+        and req.num_tokens < limit
+    ):
         req.finish("stop")
     else:
         _check_limits(req, limit)

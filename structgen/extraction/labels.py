@@ -11,8 +11,9 @@ Two readings of a text that the evidence pass (``structgen.extraction.evidence``
   directly after a word matching one of the name's words (``invoice``, ``booking``,
   ``ticket``, and ``reference`` / ``ref``, which label on their own; a weaker
   identifier word only when the name has no other word),
-  with at most one identifier word (``No.``, ``number``, ``ref.``, ``code``) and one of
-  ``:``, ``#``, ``°`` between. A name word that is only an identifier word (``postal_code``'s
+  with at most one identifier word (``No.``, ``number``, ``ref.``, ``code``), then at most
+  one ``is`` or ``was`` ("My employee number is C-3391"), and one of ``:``, ``#``, ``°``
+  between. A name word that is only an identifier word (``postal_code``'s
   ``code``) is no label on its own when the name has another word. An identifier goes on
   over groups of three or more digits, each after one space, that end a chunk
   (``spaced_end``: "account no. 5590 3321", "AB-12 345", "reg. KA-JM 2281"; not a decimal
@@ -23,6 +24,12 @@ Two readings of a text that the evidence pass (``structgen.extraction.evidence``
   ISO 4217 code (``EUR``, ``CHF``, ...) or ``kr`` (not inside a longer word: ``USDC``
   is none) directly before or after, one space at most between ("£489,950",
   "CHF 1'150'000", "1 950 000 SEK", "1,299 kr", "EUR1,250").
+* **IBANs**: a field whose name holds the word ``iban`` holds an International Bank
+  Account Number; ``iban_runs`` gives the ones the text writes: two upper-case letters,
+  two check digits, then 11 to 30 upper-case letters and digits, either unbroken or in
+  groups of four with one space each and a last group of one to four ("GB29 NWBK 6016
+  1331 9268 19", "NO93 8601 1117 947"), not inside a longer chunk, whose ISO 13616
+  check (mod 97 of the rearranged digits is 1) holds, as written (spaces kept).
 * **phone numbers**: a field whose name holds ``phone``, ``tel``, ``telephone``,
   ``mobile`` or ``cell`` holds a phone number; ``phone_runs`` gives the runs of digits,
   spaces and ``().-/`` (a leading ``+`` or ``(`` kept, balanced parentheses, one line)
@@ -53,6 +60,8 @@ __all__ = [
     "identifier_candidates",
     "identifier_field",
     "identifier_head",
+    "iban_field",
+    "iban_runs",
     "spaced_end",
     "amount_spans",
     "CURRENCY_MARK",
@@ -83,7 +92,15 @@ _NAME_WORD = re.compile(r"[A-Za-z]+")
 _PHONE_WORDS = frozenset("phone tel telephone mobile cell".split())
 _PHONE = re.compile(r"(?<![\w+(])[+(]?\d[\d ().\-/]*")
 _FILLER = re.compile(
-    r"[ \t]*(?:(?:no|nr|number|num|ref|reference|code|id)\b\.?[ \t]*)?[:#°]?[ \t]*", re.I
+    r"[ \t]*(?:(?:no|nr|number|num|ref|reference|code|id)\b\.?[ \t]*)?(?:(?:is|was)[ \t]+)?"
+    r"[:#°]?[ \t]*",
+    re.I,
+)
+# an IBAN as written: country, check digits, then groups of four with one space each and
+# a last group of one to four, or one unbroken run; not inside a longer chunk
+_IBAN = re.compile(
+    r"(?<![\w\-/.])[A-Z]{2}[0-9]{2}(?:(?: [A-Z0-9]{4})+(?: [A-Z0-9]{1,3})?|[A-Z0-9]{11,30})"
+    r"(?![\w\-/]|[.,][\w])"
 )
 _EMAIL = re.compile(r"[\w.+\-]+@[\w\-]+(?:\.[\w\-]+)+")
 # an identifier: starts with a letter or "#", holds a digit, no space ("SUP-0932", "#88-17")
@@ -168,6 +185,31 @@ def identifier_candidates(text: str, key: str, stem) -> list[str]:
         value = text[chunk.start() : end].rstrip(".")
         if value not in found:
             found.append(value)
+    return found
+
+
+def iban_field(key: str) -> bool:
+    """Whether a field's name holds the word ``iban`` (``iban``, ``payer_iban``)."""
+    return "iban" in _name_words(key)
+
+
+def iban_runs(text: str) -> list[str]:
+    """The IBANs ``text`` writes (module docstring), as written, distinct, in text order.
+
+    Args:
+        text: the document.
+
+    Returns:
+        The runs whose ISO 13616 check holds; empty when the text writes none.
+    """
+    found: list[str] = []
+    for m in _IBAN.finditer(text):
+        compact = m.group().replace(" ", "")
+        if not 15 <= len(compact) <= 34:
+            continue
+        moved = compact[4:] + compact[:4]
+        if int("".join(str(int(c, 36)) for c in moved)) % 97 == 1 and m.group() not in found:
+            found.append(m.group())
     return found
 
 

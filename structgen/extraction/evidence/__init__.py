@@ -223,6 +223,11 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   BL-778", "booking code LM55RT") when the model's value differs and the field's schema
   accepts it; with none or two different ones, a value ending in ``.`` loses it (no
   identifier ends with a full stop: "RR 482 913 057 PL."), else the model's value stays.
+* **IBAN**: a string field named for an IBAN (``labels.iban_field``: ``iban``) takes the
+  one IBAN the text writes (``labels.iban_runs``: country letters, check digits, groups of
+  four; its ISO 13616 check holds), as written, when the model's value differs ("GB29"
+  for "IBAN GB29 NWBK 6016 1331 9268 19"; an account holder's name); with none or two
+  different ones, the model's value stays; the sibling cut leaves such an IBAN whole.
 * **phone**: a string field named for a phone number (``labels.phone_field``) takes the
   one phone number the text writes (``labels.phone_runs``) when the model's value is
   none of them ("1234 or wei.zhang@lantern." for "0755 8888 1234"); with two or more,
@@ -307,6 +312,14 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   same over the date fields of an object and the objects nested in it (not in arrays),
   in schema order, when some of them are nested (a rental's ``pickup.date`` and
   ``return_date``).
+* **date range**: when two ``format: date`` fields next to each other in one object hold
+  the same date and the text writes exactly one range with that date among its ends'
+  readings (two whole dates joined by "-", "–", "to", "until", "till", "through":
+  "Period: 01.09.2026 - 30.09.2026"; or a day number joined to a whole date, the range
+  inside one month: "from 14 to 16 June 2027"), the first field takes the range's start
+  and the second its end (``dates.date_range``; the readings that keep the start before
+  the end; runs before the date order rule, which would take "14 to 16 June 2027,
+  booked 2 May 2027" as two dates in order).
 * **stated order**: a ``format: date`` field holding one reading of an ambiguous numeric
   date (``03/02/2026``) the text writes with its order stated right after it ("(DD/MM/YYYY)",
   "dd.mm.yyyy", "[MM/DD/YY]"), or later in its sentence in letters or words ("04/05/2027

@@ -29,6 +29,7 @@ from structgen.extraction.evidence.counted import (
     unit_items,
 )
 from structgen.extraction.evidence.dates import (
+    date_range,
     dates_in_order,
     named_date,
     nested_dates_in_order,
@@ -81,6 +82,7 @@ from structgen.extraction.evidence.records import (
 from structgen.extraction.evidence.roles import swapped_roles
 from structgen.extraction.evidence.strings import (
     email_shape,
+    iban_value,
     identifier_value,
     invented_email,
     label_list,
@@ -212,6 +214,7 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
                 node[name] = _plain(amount)
                 changed.append(path + name)
             labelled = identifier_value(schema, prop, name, node.get(name), text)
+            labelled = labelled or iban_value(schema, prop, name, node.get(name), text)
             labelled = labelled or phone_value(schema, prop, name, node.get(name), text)
             if labelled is not None:
                 node[name] = labelled
@@ -286,6 +289,9 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
             if titled is not None:
                 node[name] = titled
                 changed.append(path + name)
+        for name, new_d in date_range(schema, sub, node, text).items():
+            node[name] = new_d  # "Period: 01.09.2026 - 30.09.2026" for both ends
+            changed.append(path + name)
         for name, new_d in dates_in_order(schema, sub, node, text).items():
             node[name] = new_d
             changed.append(path + name)

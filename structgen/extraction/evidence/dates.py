@@ -126,6 +126,67 @@ def dates_in_order(root: Any, sub: dict, node: dict, text: str) -> dict[str, str
     return {k: d for k, d, v in zip(names, written, held) if d != v}
 
 
+# what joins the two dates of a range ("01.09.2026 - 30.09.2026", "04/01/2027 to
+# 06/30/2027", "from 3 May until 9 May 2027")
+_RANGE_JOIN = re.compile(r"[ \t]*(?:-|–|—|to|until|till|through|thru)[ \t]*", re.I)
+# a range whose first date is a day number alone, the second date naming its month and
+# year: "from 14 to 16 June 2027", "14-16 June 2027", "3rd to 5th of May 2027"
+_ELIDED_START = re.compile(
+    r"(?<![\w./-])(\d{1,2})(?:st|nd|rd|th)?(?=[ \t]*(?:-|–|—|to|until|till)[ \t]*\d)"
+)
+
+
+def _ranges(text: str) -> list[tuple[list[str], list[str]]]:
+    """The date ranges ``text`` writes: ``(first readings, second readings)`` for two
+    whole dates joined by ``_RANGE_JOIN``, or a day number joined to a whole date in the
+    same month and year (``_ELIDED_START``), in text order.
+    """
+    spans = date_spans(text)
+    found = []
+    for (a, b), (c, d) in zip(spans, spans[1:]):
+        if _RANGE_JOIN.fullmatch(text, b, c):
+            found.append((dates(text[a:b]), dates(text[c:d])))
+    for m in _ELIDED_START.finditer(text):
+        join = _RANGE_JOIN.match(text, m.end())
+        second = next(((c, d) for c, d in spans if c == join.end()), None)
+        if second is None:
+            continue
+        ends = dates(text[second[0] : second[1]])
+        firsts = [_iso(int(e[:4]), int(e[5:7]), int(m[1])) for e in ends]
+        found.append(([f for f in firsts if f], ends))
+    return found
+
+
+def date_range(root: Any, sub: dict, node: dict, text: str) -> dict[str, str]:
+    """The date-range rule of the package docstring: ``{field: new date}`` when two date
+    fields next to each other in one object (schema order) hold the same date and the
+    text writes exactly one range (``_ranges``) with that date as one of its ends' readings:
+    the first field takes its first date, the second its second (the held date stays the
+    reading of the end it is one of; the other end's reading is the one after the start;
+    with two such pairs, no change).
+    """
+    names = [k for k, p in (sub.get("properties") or {}).items() if _is_date_field(root, p)]
+    for first, second in zip(names, names[1:]):
+        held = node.get(first)
+        if not isinstance(held, str) or node.get(second) != held:
+            continue
+        pairs = {
+            (x, y)
+            for starts, ends in _ranges(text)
+            if held in starts or held in ends
+            for x in ([held] if held in starts else starts)
+            for y in (ends if held in starts else [held])
+            if x < y
+        }
+        if len(pairs) != 1:
+            continue
+        ((x, y),) = pairs
+        props = sub["properties"]
+        if schema_accepts(root, props[first], x) and schema_accepts(root, props[second], y):
+            return {k: v for k, v in ((first, x), (second, y)) if v != node.get(k)}
+    return {}
+
+
 def nested_dates_in_order(root: Any, schema: Any, value: dict, text: str) -> list[str]:
     """The date-order rule across nested objects (package docstring): the date fields of
     ``value`` and of the objects nested in it (not inside arrays), in schema order

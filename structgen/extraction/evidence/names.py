@@ -17,6 +17,7 @@ from typing import Any
 from structgen.extraction.evidence.fields import free_string_schema, node_numbers, schema_accepts
 from structgen.extraction.evidence.strings import sibling_strings
 from structgen.extraction.evidence.text import name_stems, stem, stems_match
+from structgen.extraction.labels import iban_field, iban_runs
 from structgen.extraction.refs import resolve as _resolve
 from structgen.fsm.dates import date_spans
 from structgen.fsm.numerals import numeral_spans
@@ -289,14 +290,20 @@ def sibling_cut(root: Any, sub: dict, node: dict, text: str) -> dict[str, str]:
     """The sibling-cut rule of the package docstring: ``{field: new value}`` for the free
     string fields of one object whose value runs on into a sibling's value, cut before
     it (trailing punctuation, currency signs and function words dropped: "ElektroMarkt
-    Graz for € 349,90" with a ``price`` of 349.9 is "ElektroMarkt Graz").
+    Graz for € 349,90" with a ``price`` of 349.9 is "ElektroMarkt Graz"). An IBAN the
+    text writes (``labels.iban_runs``) is one value: its digit groups are no sibling's.
     """
     found: dict[str, str] = {}
+    ibans: list[str] | None = None
     for name, prop in (sub.get("properties") or {}).items():
         branch = free_string_schema(root, prop)
         value = node.get(name)
         if branch is None or not isinstance(value, str):
             continue
+        if iban_field(name):
+            ibans = iban_runs(text) if ibans is None else ibans
+            if value in ibans:
+                continue
         cuts = [
             start
             for s in sibling_strings(root, sub, node, name)

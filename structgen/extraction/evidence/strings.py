@@ -38,6 +38,8 @@ from structgen.extraction.evidence.text import (
 from structgen.extraction.labels import (
     email_addresses,
     email_field,
+    iban_field,
+    iban_runs,
     identifier_candidates,
     identifier_field,
     identifier_head,
@@ -211,6 +213,22 @@ def identifier_value(root: Any, prop: Any, name: str, value: Any, text: str) -> 
     found = identifier_candidates(text, name, stem)
     if len(found) != 1:
         found = [value.rstrip(".")] if value.rstrip(".") else []
+    if len(found) != 1 or found[0] == value:
+        return None
+    return found[0] if schema_accepts(root, sub, found[0]) else None
+
+
+def iban_value(root: Any, prop: Any, name: str, value: Any, text: str) -> str | None:
+    """The IBAN rule of the package docstring: the one IBAN the text writes
+    (``labels.iban_runs``, as written) for a string field named for one, when the
+    model's value differs and the schema accepts it; else None (no change).
+    """
+    sub = _resolve(root, prop)
+    if not isinstance(value, str) or not isinstance(sub, dict) or not iban_field(name):
+        return None
+    if "enum" in sub or "const" in sub or "format" in sub:
+        return None
+    found = iban_runs(text)
     if len(found) != 1 or found[0] == value:
         return None
     return found[0] if schema_accepts(root, sub, found[0]) else None

@@ -140,15 +140,21 @@ def test_a_template_fill_cut_before_it_matched_names_the_limit(tiny_engine, shor
         "the template's output was cut by max_tokens=3 before it matched the template; "
         "raise max_tokens (output: "
     )
-    short = template("{note:str}.", max_chars=200)
+    # a tail longer than the context's room: no budget can close the fill
+    long_tail = template("{note:str}. " + "This fixed tail is longer than the room left. " * 3)
     limit = short_engine.max_request_tokens()
     with pytest.raises(RequestError) as info:
-        short.run(prompt=PROMPT, backend=short_engine, max_tokens=200)
+        long_tail.run(prompt=PROMPT, backend=short_engine, max_tokens=200)
     assert str(info.value).startswith(
         f"the template's output was cut by the end of the model's context ({limit} tokens, "
         "prompt included) before it matched the template; shorten the prompt, or raise the "
         "model's max_model_len (output: "
     )
+    # a fill that fits is closed by the context's budget, as by max_tokens's, and reports it
+    short = template("{note:str}.", max_chars=200)
+    res = short.run(prompt=PROMPT, backend=short_engine, max_tokens=200)
+    assert res.output.text.endswith(".") and res.truncated
+    assert res.cut_by == LengthLimit("context", limit)
 
 
 # ------------------------------------------------------------------ hand-made outputs

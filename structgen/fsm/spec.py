@@ -208,9 +208,10 @@ class JsonSchema(RegexSpec):
         from .json_schema.ids import check_schema_depth
 
         schema = schema_for(self.schema)
-        check_schema_depth(schema)  # before any walk of it
+        depth = check_schema_depth(schema)  # before any walk of it
         if isinstance(schema, dict):
-            check_schema(schema)  # jsonschema's verdict; common schemas by a fast table
+            # jsonschema's verdict; common schemas by a fast table
+            check_schema(schema, depth=depth)
         warnings: list[str] = []
         reusable: set[int] = set()
         head_aliases: dict[int, tuple[bytes, int]] = {}

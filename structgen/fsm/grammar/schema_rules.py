@@ -39,7 +39,7 @@ from ..deadline import Deadline
 from ..json_schema import DEFAULT_MAX_RECURSION_DEPTH
 from ..json_schema.check import check_schema
 from ..json_schema.convert import JsonSchemaConverter
-from ..json_schema.ids import schema_has_ref
+from ..json_schema.ids import schema_depth_and_ref
 from ..regex.definitions import PLACEHOLDER_BASE
 from ..spec import JsonSchema, LoweredRegex, schema_for
 from .ir import CLOSED_SELF, Alt, Expr, GrammarDef, Pattern, Ref, Repeat, Seq
@@ -386,10 +386,11 @@ def lower_recursive_schema(
         GrammarTooComplexError: the schema nests too deep, or the budget is exceeded.
     """
     schema = schema_for(spec.schema)
-    if not schema_has_ref(schema):  # check_schema_depth's checks first
+    depth, has_ref = schema_depth_and_ref(schema)  # check_schema_depth's checks first
+    if not has_ref:
         return None
     if isinstance(schema, dict):
-        check_schema(schema)
+        check_schema(schema, depth=depth)
     convert_deadline = Deadline(max_convert_seconds, "max_convert_seconds")
 
     def converted(any_rule: bool | None) -> tuple[JsonSchemaConverter, str]:

@@ -51,10 +51,17 @@ def validator_class(schema: Any) -> tuple[type, bool]:
     return cls, True
 
 
-def check_schema(schema: dict) -> None:
+def check_schema(schema: dict, *, depth: int | None = None) -> None:
     """Check ``schema`` against the metaschema of its draft.
 
     The draft is the one ``jsonschema.validators.validator_for`` picks.
+
+    Args:
+        schema: the schema document; not modified.
+        depth: its JSON nesting (containers) when the caller has measured it
+            (``ids.check_schema_depth``), else None (measured here when needed). It only
+            picks how the walk runs: a document shallower than ``nesting.SEGMENT`` is walked
+            on this thread's stack without counting levels; the verdict is the same.
 
     Raises:
         InvalidSchemaError: the schema fails its metaschema (jsonschema's message, and the
@@ -63,9 +70,10 @@ def check_schema(schema: dict) -> None:
     if not isinstance(schema.get("$schema", ""), str):  # validator_for would crash on it
         raise InvalidSchemaError("invalid JSON Schema: $schema must be a string", "/$schema")
     cls = validator_class(schema)[0]
-    if proves_valid(schema, cls):
+    shallow = depth is not None and depth < SEGMENT
+    if proves_valid(schema, cls, shallow=shallow):
         return
-    if json_depth(schema)[0] <= _JSONSCHEMA_MAX_DEPTH:
+    if (json_depth(schema)[0] if depth is None else depth) <= _JSONSCHEMA_MAX_DEPTH:
         _jsonschema_check(schema, cls, "")
         return
     for node, pointer in _subschemas_shallow(schema):
@@ -139,12 +147,18 @@ def _subschemas_shallow(schema: dict):
         yield shallow, pointer_of(tokens)[1:]
 
 
-def proves_valid(schema: Any, cls: type) -> bool:
+def proves_valid(schema: Any, cls: type, *, shallow: bool = False) -> bool:
     """True when the fast table shows ``schema`` valid under ``cls``'s metaschema; False
     means "not shown" (invalid, or outside the table), never "invalid". Raises: never
     (the walk takes any depth: see ``_Prover.schema``).
+
+    ``shallow``: the caller knows ``schema`` nests fewer than ``nesting.SEGMENT``
+    containers, so the walk (one level per subschema, each at least one container deeper)
+    never needs a fresh stack; it then runs the same table without counting its levels.
+    The verdict is the same either way.
     """
-    prover = _PROVERS.get(cls)
+    provers = _SHALLOW_PROVERS if shallow else _PROVERS
+    prover = provers.get(cls)
     if prover is None:
         return False
     return prover.schema(schema)
@@ -228,7 +242,9 @@ class _Prover:
             sends the schema to jsonschema.
     """
 
-    def __init__(self, cls: type, bool_schemas: bool, constrained: frozenset[str]) -> None:
+    def __init__(
+        self, cls: type, bool_schemas: bool, constrained: frozenset[str], counted: bool = True
+    ) -> None:
         self.cls = cls
         self.bool_schemas = bool_schemas
         self.constrained = constrained
@@ -236,10 +252,13 @@ class _Prover:
         self.rules: dict[str, Callable[[Any], bool]] = {}
         self.draft4 = False
         self._local = threading.local()  # .nesting: schema() calls open on this thread
+        if not counted:  # documents shallower than SEGMENT (proves_valid's shallow)
+            self.schema = self._schema  # type: ignore[method-assign]
 
     def schema(self, s: Any) -> bool:
         """True when subschema ``s`` is shown valid (every ``nesting.SEGMENT`` levels of
-        subschemas the walk continues on a fresh stack: ``nesting.fresh_stack``).
+        subschemas the walk continues on a fresh stack: ``nesting.fresh_stack``; a prover
+        built with ``counted=False`` is ``_schema`` itself, for shallow documents).
         """
         local = self._local  # the table is shared by threads; the count is each thread's
         nesting = local.nesting = getattr(local, "nesting", 0) + 1
@@ -347,8 +366,8 @@ def _common_rules(p: _Prover) -> dict[str, Callable[[Any], bool]]:
     }
 
 
-def _draft4(cls: type) -> _Prover:
-    p = _Prover(cls, False, frozenset(cls.META_SCHEMA["properties"]))
+def _draft4(cls: type, counted: bool) -> _Prover:
+    p = _Prover(cls, False, frozenset(cls.META_SCHEMA["properties"]), counted)
     p.draft4 = True
     rules = _common_rules(p)
     for key in ("const", "examples", "propertyNames", "contains", "$ref", "$id"):
@@ -372,8 +391,8 @@ def _draft4(cls: type) -> _Prover:
     return p
 
 
-def _draft6(cls: type, draft7: bool) -> _Prover:
-    p = _Prover(cls, True, frozenset(cls.META_SCHEMA["properties"]))
+def _draft6(cls: type, draft7: bool, counted: bool) -> _Prover:
+    p = _Prover(cls, True, frozenset(cls.META_SCHEMA["properties"]), counted)
     rules = _common_rules(p)
     rules.update({"additionalItems": p.schema, "items": p.items})
     if draft7:
@@ -392,7 +411,7 @@ def _draft6(cls: type, draft7: bool) -> _Prover:
     return p
 
 
-def _draft2020(cls: type) -> _Prover:
+def _draft2020(cls: type, counted: bool) -> _Prover:
     from urllib.parse import urljoin
 
     from jsonschema_specifications import REGISTRY
@@ -401,7 +420,7 @@ def _draft2020(cls: type) -> _Prover:
     keys = set(meta["properties"])
     for sub in meta.get("allOf", ()):
         keys |= set(REGISTRY[urljoin(meta["$id"], sub["$ref"])].contents.get("properties", {}))
-    p = _Prover(cls, True, frozenset(keys))
+    p = _Prover(cls, True, frozenset(keys), counted)
     rules = _common_rules(p)
     anchor = lambda v: isinstance(v, str) and re.search(_ANCHOR, v) is not None  # noqa: E731
     rules.update(
@@ -439,19 +458,20 @@ def _draft2020(cls: type) -> _Prover:
     return p
 
 
-def _build_provers() -> dict[type, _Prover]:
+def _build_provers(counted: bool) -> dict[type, _Prover]:
     v = jsonschema.validators
     out: dict[type, _Prover] = {}
     for name, build in (
         ("Draft4Validator", _draft4),
-        ("Draft6Validator", lambda c: _draft6(c, False)),
-        ("Draft7Validator", lambda c: _draft6(c, True)),
+        ("Draft6Validator", lambda c, counted: _draft6(c, False, counted)),
+        ("Draft7Validator", lambda c, counted: _draft6(c, True, counted)),
         ("Draft202012Validator", _draft2020),
     ):
         cls = getattr(v, name, None)
         if cls is not None:
-            out[cls] = build(cls)
+            out[cls] = build(cls, counted)
     return out
 
 
-_PROVERS = _build_provers()
+_PROVERS = _build_provers(True)
+_SHALLOW_PROVERS = _build_provers(False)  # the same tables, levels not counted

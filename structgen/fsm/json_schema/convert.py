@@ -113,6 +113,14 @@ def _any_value_body(ws: str, inner: str) -> str:
     return _alt([*_SCALARS, array, obj])
 
 
+@lru_cache(maxsize=None)  # one entry per jsonschema validator class (a handful)
+def _dependency_keywords(validator: type) -> frozenset[str]:
+    """The dependency keywords of ``validator``'s draft (``dependencies``: drafts 3-7;
+    ``dependentRequired``/``dependentSchemas``: 2019-09 and later).
+    """
+    return frozenset(k for k in DEPENDENCY_KEYWORDS if k in validator.VALIDATORS)
+
+
 def _check_value_depth(schema: dict, pointer: str) -> None:
     """Refuse ``const``/``enum`` values nested deeper than ``nesting.MAX_VALUE_DEPTH`` (they
     are compared and validated by recursive code: ``jsonschema``, ``json``).
@@ -172,9 +180,7 @@ class JsonSchemaConverter:
                 f"({self._validator.__name__}), as jsonschema does"
             )
         # the dependency keywords of the document's draft (dependencies: 3-7; dependent*: 2019-09+)
-        self.dependency_keywords = frozenset(
-            k for k in DEPENDENCY_KEYWORDS if k in self._validator.VALIDATORS
-        )
+        self.dependency_keywords = _dependency_keywords(self._validator)
         self._deadline = deadline or Deadline(max_seconds, "max_convert_seconds")
         self._calls = 0
         self._nesting = 0  # convert calls open on the path (fresh_stack every SEGMENT)

@@ -46,6 +46,7 @@ __all__ = [
     "RefIndex",
     "check_schema_depth",
     "pointer_of",
+    "schema_depth_and_ref",
     "schema_depth_checked",
     "schema_has_ref",
     "schema_nesting",
@@ -93,6 +94,20 @@ _LEGACY = {
     "Draft7Validator": "$id",
 }
 _MISSING = object()
+# what RefIndex._walk registers, drops or notes in a subschema: one look decides that a
+# subschema (most of them) holds none of these
+_NOTED = frozenset(
+    {
+        "$id",
+        "id",
+        "$anchor",
+        "$dynamicAnchor",
+        "$ref",
+        "$dynamicRef",
+        "unevaluatedProperties",
+        "unevaluatedItems",
+    }
+)
 _DEFINITIONS = ("$defs", "definitions")  # entered only through $ref (check_ref_depth)
 
 
@@ -246,6 +261,34 @@ def schema_nesting(schema: Any, limit: int) -> tuple[int, str, bool, int]:
     return json_depth_holding(schema, limit, "$ref")
 
 
+def _nesting_counts(schema: Any, limit: int) -> tuple[int, bool, int] | None:
+    """``schema_nesting(schema, limit)``'s depth, ``has_ref`` and objects, without the
+    pointer, for a document nesting at most ``limit`` containers; None for a deeper one
+    (``schema_nesting`` then names where). One walk, level by level, that builds no
+    pointer links (the pointer is needed only for the error). Raises: never.
+    """
+    level = [schema] if isinstance(schema, (dict, list)) else []
+    depth = objects = 0
+    has_ref = False
+    while level:
+        depth += 1
+        if depth > limit:
+            return None
+        below = []
+        push = below.append
+        for node in level:
+            if isinstance(node, dict):
+                objects += 1
+                if not has_ref and isinstance(node.get("$ref"), str):
+                    has_ref = True
+                node = node.values()
+            for v in node:
+                if isinstance(v, (dict, list)):
+                    push(v)
+        level = below
+    return depth, has_ref, objects
+
+
 def _checked(schema: Any) -> tuple[int, bool]:
     """``check_schema_depth``'s checks; returns the nesting and ``schema_nesting``'s
     ``has_ref``.
@@ -253,7 +296,12 @@ def _checked(schema: Any) -> tuple[int, bool]:
     done = _CHECKED.get()
     if done is not None and done[0] is schema:
         return done[1], done[2]  # inside schema_depth_checked(schema): checked once already
-    depth, pointer, has_ref, objects = schema_nesting(schema, MAX_SCHEMA_DEPTH)
+    counts = _nesting_counts(schema, MAX_SCHEMA_DEPTH)
+    if counts is not None:  # within the limit: no pointer to name
+        depth, has_ref, objects = counts
+        pointer = ""
+    else:
+        depth, pointer, has_ref, objects = schema_nesting(schema, MAX_SCHEMA_DEPTH)
     # without a $ref, check_ref_depth never refuses (every path is plain nesting); nor when
     # the document holds at most MAX_SCHEMA_DEPTH objects: the subschemas on a path it
     # walks are distinct objects of the document (each is walked once), so no path is
@@ -295,6 +343,16 @@ def schema_has_ref(schema: Any) -> bool:
         GrammarTooComplexError: as ``check_schema_depth`` (its checks run first).
     """
     return _checked(schema)[1]
+
+
+def schema_depth_and_ref(schema: Any) -> tuple[int, bool]:
+    """``check_schema_depth(schema)`` and ``schema_has_ref(schema)`` from one walk (none
+    inside ``schema_depth_checked(schema)``).
+
+    Raises:
+        GrammarTooComplexError: as ``check_schema_depth``.
+    """
+    return _checked(schema)
 
 
 # (schema, its depth, has_ref) while schema_depth_checked(schema) runs: the entry points of one
@@ -427,33 +485,18 @@ class RefIndex:
     def _walk(self, root: Any) -> Any:
         out: dict = {}
         self._resources[""] = ()
-        legacy, origin, sites = self.legacy, self.origin, self._sites
-        drop = (self._id_key, "$anchor", "$dynamicAnchor")
+        origin = self.origin
         stack = [(root, out, "root", "", "")]  # node, holder, slot, base, its JSON pointer
         while stack:
             node, holder, slot, base, ptr = stack.pop()
             if not isinstance(node, dict):
                 holder[slot] = node
                 continue
-            if drop[0] in node or drop[1] in node or drop[2] in node:
-                base = self._own_base(node, base, _tokens_of(ptr))
-                copy = {k: v for k, v in node.items() if k not in drop}
-            else:  # nothing to register or drop (most schemas)
-                copy = node.copy()
-            holder[slot] = copy
-            origin[id(copy)] = ptr  # built one token per level: linear in the depth
-            ref = node.get("$ref")
-            if isinstance(ref, str):
-                sites.append((copy, ref, base, False))
-                if legacy and len(copy) > 1:
-                    self._overridden.append(copy)
-            elif not legacy and isinstance(node.get("$dynamicRef"), str):
-                sites.append((copy, node["$dynamicRef"], base, True))
-            if not legacy and ("unevaluatedProperties" in node or "unevaluatedItems" in node):
-                self._unevaluated.append(copy)
-            if not legacy and isinstance(node.get("$dynamicAnchor"), str):
-                name = node["$dynamicAnchor"]
-                self._dynamic[name] = self._dynamic.get(name, 0) + 1
+            if _NOTED.isdisjoint(node):  # nothing to register, drop or note (most schemas)
+                holder[slot] = copy = node.copy()
+                origin[id(copy)] = ptr
+            else:
+                copy, base = self._noted(node, holder, slot, base, ptr)
             for key, val in node.items():
                 if key not in _SUBSCHEMA_KEYS:
                     continue
@@ -470,6 +513,35 @@ class RefIndex:
                         if isinstance(sub, (dict, bool)):
                             stack.append((sub, members, name, base, at + _token(name)))
         return out["root"]
+
+    def _noted(self, node: dict, holder: Any, slot: Any, base: str, ptr: str) -> tuple:
+        """``_walk``'s copy of a subschema holding one of the keywords it notes
+        (``_NOTED``): identifiers and anchors registered (``_own_base``) and dropped, the
+        ``$ref``/``$dynamicRef`` site, the overridden siblings, the unevaluated keywords
+        and the ``$dynamicAnchor`` count recorded. Returns the copy (already in
+        ``holder[slot]`` and ``origin``) and the base URI inside it.
+        """
+        legacy, drop = self.legacy, (self._id_key, "$anchor", "$dynamicAnchor")
+        if drop[0] in node or drop[1] in node or drop[2] in node:
+            base = self._own_base(node, base, _tokens_of(ptr))
+            copy = {k: v for k, v in node.items() if k not in drop}
+        else:
+            copy = node.copy()
+        holder[slot] = copy
+        self.origin[id(copy)] = ptr  # built one token per level: linear in the depth
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            self._sites.append((copy, ref, base, False))
+            if legacy and len(copy) > 1:
+                self._overridden.append(copy)
+        elif not legacy and isinstance(node.get("$dynamicRef"), str):
+            self._sites.append((copy, node["$dynamicRef"], base, True))
+        if not legacy and ("unevaluatedProperties" in node or "unevaluatedItems" in node):
+            self._unevaluated.append(copy)
+        if not legacy and isinstance(node.get("$dynamicAnchor"), str):
+            name = node["$dynamicAnchor"]
+            self._dynamic[name] = self._dynamic.get(name, 0) + 1
+        return copy, base
 
     def _rewrite(self, copy: dict, ref: str, base: str, dynamic: bool) -> None:
         """Point ``copy``'s reference at its target by canonical pointer (left as it is when

@@ -134,16 +134,17 @@ def test_ref_chain_100000_is_refused_before_the_conversion(monkeypatch):
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("max_recursion_depth", [None, 3])
 def test_one_compile_walks_the_depth_checks_once(monkeypatch, max_recursion_depth):
-    """One compile runs ``schema_nesting`` (the JSON nesting, whether a ``$ref`` is held,
-    the objects) once (not at each entry point), and ``check_ref_depth`` only for a document
-    holding a ``$ref`` and more than ``MAX_SCHEMA_DEPTH`` objects; a second object, or the
-    same one outside the compile, is checked again; and the checked compile still refuses
-    what the checks refuse."""
+    """One compile walks the document for its depth checks once (``_nesting_counts``: the
+    JSON nesting, whether a ``$ref`` is held, the objects; not at each entry point), and
+    ``check_ref_depth`` only for a document holding a ``$ref`` and more than
+    ``MAX_SCHEMA_DEPTH`` objects; a second object, or the same one outside the compile, is
+    checked again; a document past the limit is walked again by ``schema_nesting`` for its
+    error's pointer; and the checked compile still refuses what the checks refuse."""
     from structgen.fsm import clear_cache
     from structgen.fsm.json_schema import ids
 
     calls = []
-    for name in ("check_ref_depth", "schema_nesting"):
+    for name in ("check_ref_depth", "schema_nesting", "_nesting_counts"):
         real = getattr(ids, name)
         monkeypatch.setattr(
             ids, name, lambda *a, _real=real, _name=name, **k: calls.append(_name) or _real(*a, **k)
@@ -153,22 +154,27 @@ def test_one_compile_walks_the_depth_checks_once(monkeypatch, max_recursion_dept
         clear_cache()
         calls.clear()
         g = compile_json_schema(schema, max_recursion_depth=max_recursion_depth)
-        assert calls == ["schema_nesting"]  # 12 $refs, few objects: no chain too long
+        assert calls == ["_nesting_counts"]  # 12 $refs, few objects: no chain too long
         assert g.matches(write(2)) and not g.matches(write(3))
     calls.clear()
     assert ids.check_schema_depth(schema) == ids.check_schema_depth(json.loads(json.dumps(schema)))
-    assert calls == ["schema_nesting"] * 2
+    assert calls == ["_nesting_counts"] * 2
     plain, write = _arrays(12)
     clear_cache()
     calls.clear()
     g = compile_json_schema(plain, max_recursion_depth=max_recursion_depth)
-    assert calls == ["schema_nesting"]
+    assert calls == ["_nesting_counts"]
     assert g.matches(write(12)) and not g.matches(write(11))
     deep, _ = _refs(MAX_SCHEMA_DEPTH + 10)
     calls.clear()
     with pytest.raises(GrammarTooComplexError, match="MAX_SCHEMA_DEPTH"):
         compile_json_schema(deep, max_recursion_depth=max_recursion_depth)
-    assert calls == ["schema_nesting", "check_ref_depth"]
+    assert calls == ["_nesting_counts", "check_ref_depth"]  # within the JSON limit
+    too_deep, _ = _arrays(MAX_SCHEMA_DEPTH + 10)
+    calls.clear()
+    with pytest.raises(GrammarTooComplexError, match="arrays/objects deep .*, at /items/items"):
+        compile_json_schema(too_deep, max_recursion_depth=max_recursion_depth)
+    assert calls == ["_nesting_counts", "schema_nesting", "check_ref_depth"]  # the pointer
 
 
 @pytest.mark.timeout(60)

@@ -136,6 +136,44 @@ def test_fast_path_accepts_only_what_jsonschema_accepts() -> None:
     assert valid > proved * 0.9  # the mutations did produce valid and invalid schemas
 
 
+def test_shallow_walk_gives_the_counted_walks_verdict() -> None:
+    """``proves_valid(shallow=True)`` (levels not counted) and ``check_schema(depth=...)``
+    give what the counted walk and the measured depth give: the same verdict, message and
+    pointer, on corpus schemas, their mutations (valid and invalid) and a schema just under
+    ``nesting.SEGMENT`` levels."""
+    from structgen.fsm.json_schema.ids import check_schema_depth
+    from structgen.fsm.nesting import SEGMENT
+
+    def outcome(schema, **kw):
+        try:
+            check_schema(schema, **kw)
+            return None
+        except InvalidSchemaError as exc:
+            return str(exc), exc.pointer
+
+    rng = random.Random(1)
+    schemas = _corpus_schemas(15)
+    deep: dict = {"type": "string"}
+    while check_schema_depth(deep) < SEGMENT - 1:
+        deep = {"properties": {"a": deep}, "minLength": 1}
+    cases = schemas + [_mutate(s, rng) for s in schemas for _ in range(3)] + [deep]
+    shown = refused = 0
+    for schema in cases:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cls = jsonschema.validators.validator_for(schema)
+        depth = check_schema_depth(schema)
+        fast = proves_valid(schema, cls)
+        if depth < SEGMENT:
+            assert proves_valid(schema, cls, shallow=True) == fast
+        want = outcome(schema)
+        assert outcome(schema, depth=depth) == want, json.dumps(schema)[:300]
+        shown += fast
+        refused += want is not None
+    assert shown > 100 and refused > 20  # both verdicts taken
+    assert proves_valid(deep, jsonschema.Draft202012Validator, shallow=True)
+
+
 @pytest.mark.parametrize(
     "schema",
     [

@@ -130,6 +130,9 @@ def test_schema_nesting_and_depth_checks_equal_the_separate_walks() -> None:
                 assert objects == _objects(doc)
             assert depth == min(_levels(doc), limit + 1)
             assert has_ref == (depth > limit or _has_ref(doc))
+            # the depth check's own walk: the same counts, None past the limit
+            counts = ids._nesting_counts(doc, limit)
+            assert counts == (None if depth > limit else (depth, has_ref, objects))
         want = _old_check(doc)
         assert _new_check(doc) == want
         if isinstance(want, int):

@@ -40,7 +40,7 @@ The strings the rules take for ``UNTIL`` use its trigger's bytes, not its free o
 from __future__ import annotations
 
 from ..regex.dfa import ByteDFA
-from ..regex.terms import ALT, AND, BYTES, CONCAT, EMPTY, INF, NOT, REPEAT, UNTIL
+from ..regex.terms import ALT, AND, BYTES, CONCAT, EMPTY, INF, REPEAT, UNTIL
 from .vocabulary import MARKER_BYTE
 
 __all__ = ["completion_bound", "UNBOUNDED"]
@@ -69,28 +69,38 @@ def completion_bound(dfa, byte_token: list[int]) -> int:
     # per term: (M, m, L, maybe empty: EMPTY, AND or NOT inside)
     memo: dict[int, tuple[int, int, int, bool]] = {}
     used = 0  # bytes of every class and trigger met
-    stack = [(root, False)]
-    while stack:  # iterative post-order over the term DAG
-        u, expanded = stack.pop()
+    stack = [root]  # iterative post-order over the term DAG: u to expand, ~u to compute
+    push, pop = stack.append, stack.pop
+    while stack:
+        u = pop()
+        if u >= 0:  # first visit: leaves at once, else computed after its children
+            if u in memo:
+                continue
+            k = kind[u]
+            if k == BYTES:
+                used |= args[u][0]
+                memo[u] = _LEAF_BYTES
+                continue
+            if k < BYTES:  # EPS, EMPTY
+                memo[u] = _LEAF_EMPTY if u == EMPTY else _LEAF_EPS
+                continue
+            push(~u)
+            a = args[u]
+            if k == REPEAT:
+                children = a[:1]
+            elif k == UNTIL:
+                children = a[2:]
+            else:  # CONCAT, ALT, AND, NOT
+                children = a
+            for c in children:
+                if c not in memo:
+                    push(c)
+            continue
+        u = ~u
         if u in memo:
             continue
         k, a = kind[u], args[u]
-        if k == CONCAT or k == ALT or k == AND or k == NOT:
-            children = a
-        elif k == REPEAT:
-            children = a[:1]
-        elif k == UNTIL:
-            children = a[2:]
-        else:
-            children = ()
-        if not expanded:
-            stack.append((u, True))
-            stack.extend((c, False) for c in children if c not in memo)
-            continue
-        if k == BYTES:
-            used |= a[0]
-            memo[u] = (1, 1, 1, False)
-        elif k == CONCAT:
+        if k == CONCAT:
             (mh, nh, lh, eh), (mt, nt, lt, et) = memo[a[0]], memo[a[1]]
             memo[u] = (_cap(max(mh + nt, mt)), _cap(nh + nt), _cap(lh + lt), eh or et)
         elif k == ALT:
@@ -116,16 +126,19 @@ def completion_bound(dfa, byte_token: list[int]) -> int:
         elif k == AND:
             least = min(memo[c][2] for c in a)
             memo[u] = (least, least, least, True)
-        elif k == NOT:
+        else:  # NOT
             memo[u] = (UNBOUNDED, UNBOUNDED, UNBOUNDED, True)
-        else:  # EPS, EMPTY
-            memo[u] = (0, 0, 0, u == EMPTY)
     if used >> MARKER_BYTE & 1:
         return UNBOUNDED
     for b in range(256):
         if used >> b & 1 and byte_token[b] < 0:
             return UNBOUNDED
     return memo[root][0]
+
+
+_LEAF_BYTES = (1, 1, 1, False)
+_LEAF_EPS = (0, 0, 0, False)
+_LEAF_EMPTY = (0, 0, 0, True)
 
 
 def _cap(n: int) -> int:

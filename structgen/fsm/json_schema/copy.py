@@ -327,6 +327,7 @@ _ACCEPTORS_SIZE = 256
 _ACCEPTORS: LRUCache[tuple, tuple[Any, tuple[str, ...]]] = LRUCache(_ACCEPTORS_SIZE)
 _ACCEPTORS_BY_GRAMMAR: LRUCache[tuple, Any] = LRUCache(_ACCEPTORS_SIZE)  # _grammar_key
 _QUOTE = 0x22
+_NO_LIMIT = 1 << 62  # _Acceptor.spans: a limit that is None
 _UNIT_STEPS_SIZE = 4096  # an acceptor's kept unit steps (_Acceptor.spans; ~300 B each)
 
 
@@ -351,11 +352,27 @@ class _Acceptor:
             return t != EMPTY and self.arena.nullable[self.arena.derivative(t, _QUOTE)]
 
     def _read(self, t: int, data: bytes) -> int:
+        """The term after ``data`` from ``t`` (``EMPTY``: dead): ``TermArena.derivative``
+        per byte, its cached derivatives read directly (the same terms).
+        """
+        arena = self.arena
+        first, cached = arena.first, arena._deriv
         for b in data:
-            t = self.arena.derivative(t, b)
+            if not (first[t] >> b) & 1:
+                return EMPTY
+            hit = cached.get((t << 8) | b)
+            t = arena.derivative(t, b) if hit is None else hit
             if t == EMPTY:
                 break
         return t
+
+    def _unit_step(self, t: int, unit: bytes) -> tuple[int, bool]:
+        """``(term after unit, a span may end there)`` from ``t`` (no memo)."""
+        after = self._read(t, unit)
+        if after == EMPTY:
+            return after, False
+        arena = self.arena
+        return after, bool(arena.nullable[arena.derivative(after, _QUOTE)])
 
     def spans(
         self,
@@ -375,55 +392,64 @@ class _Acceptor:
         """
         seen: set[str] = set()
         out: list[tuple[str, ...]] = []
-        arena = self.arena
         steps_memo = self.unit_steps
-        steps = 0
+        memo_get = steps_memo.get
+        start = self.start
+        limit = _NO_LIMIT if max_chars is None else max_chars
+        budget = _NO_LIMIT if max_steps is None else max_steps  # units left to read
+        most = _NO_LIMIT if max_spans is None else max_spans
         with self.lock:
             for text in sources:
-                units, written, data = _unit_contents(text)
-                for i, first in enumerate(units):
-                    if first.isspace():
+                _, written, data, lengths, spaces, offsets = _unit_contents(text)
+                n = len(data)
+                for i in range(n):
+                    if spaces[i]:
                         continue
-                    t, size = self.start, 0
-                    for j in range(i, len(units)):
-                        size += len(units[j])
-                        if max_chars is not None and size > max_chars:
+                    t, size = start, 0
+                    for j in range(i, n):
+                        size += lengths[j]
+                        if size > limit:
                             break
-                        steps += 1
-                        if max_steps is not None and steps > max_steps:
+                        budget -= 1
+                        if budget < 0:
                             return None
-                        step = steps_memo.get((t, data[j]))
+                        unit = data[j]
+                        step = memo_get((t, unit))
                         if step is None:
-                            after = self._read(t, data[j])
-                            ends = after != EMPTY and bool(
-                                arena.nullable[arena.derivative(after, _QUOTE)]
-                            )
+                            step = self._unit_step(t, unit)
                             if len(steps_memo) >= _UNIT_STEPS_SIZE:
                                 steps_memo.clear()
-                            step = steps_memo[t, data[j]] = (after, ends)
-                        t = step[0]
+                            steps_memo[t, unit] = step
+                        t, ends = step
                         if t == EMPTY:
                             break
-                        if units[j].isspace() or not step[1]:
+                        if not ends or spaces[j]:
                             continue
-                        key = "".join(units[i : j + 1])
+                        key = text[offsets[i] : offsets[j + 1]]
                         if key not in seen:
-                            if max_spans is not None and len(out) >= max_spans:
+                            if len(out) >= most:
                                 return None
                             seen.add(key)
-                            out.append(tuple(written[i : j + 1]))
+                            out.append(written[i : j + 1])
         return out
 
 
 @functools.lru_cache(maxsize=8)
-def _unit_contents(text: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[bytes, ...]]:
-    """``text``'s units (``text_units``), each as JSON string content, and that content's
-    UTF-8 bytes: read once per document, not once per enumerated field grammar (the last
-    few texts kept). Raises: never.
+def _unit_contents(text: str) -> tuple[tuple, tuple, tuple, tuple, tuple, tuple]:
+    """``text``'s units (``text_units``), each as JSON string content, that content's UTF-8
+    bytes, each unit's length in code points, whether it is space, and the units' offsets
+    in ``text`` (``len(units) + 1`` of them: unit ``i`` is ``text[offsets[i]:offsets[i +
+    1]]``): read once per document, not once per enumerated field grammar (the last few
+    texts kept). Raises: never.
     """
     units = tuple(text_units(text))
     written = tuple(json_string_content(u) for u in units)
-    return units, written, tuple(w.encode("utf-8", "surrogatepass") for w in written)
+    data = tuple(w.encode("utf-8", "surrogatepass") for w in written)
+    lengths = tuple(map(len, units))
+    offsets = [0]
+    for n in lengths:
+        offsets.append(offsets[-1] + n)
+    return units, written, data, lengths, tuple(u.isspace() for u in units), tuple(offsets)
 
 
 def _base_acceptor(conv, schema: dict, pointer: str) -> tuple[_Acceptor | None, tuple[str, ...]]:
@@ -475,6 +501,14 @@ def _grammar_key(base: str, definitions: list[str]) -> tuple:
     return base, tuple((i, definitions[i]) for i in sorted(seen))
 
 
+class _Escaped(dict):
+    """piece -> ``escape_literal(piece)``, computed on first use."""
+
+    def __missing__(self, piece: str) -> str:
+        text = self[piece] = escape_literal(piece)
+        return text
+
+
 def _trie_regex(words: list) -> str:
     """An alternation of ``words`` (each a non-empty sequence of literal pieces) shaped as
     their trie: one branch per distinct piece after a shared prefix, written once.
@@ -483,52 +517,104 @@ def _trie_regex(words: list) -> str:
     ``(?:...)?`` where a word also ends there. Words that each extend the one before (the
     spans from one start, shortest first) are one chain: its longest word and where its
     words end. The chains are walked in sorted order (a node's branches by piece), each
-    node written when the walk leaves it, without building the trie.
+    node written when the walk leaves it, without building the trie; the nodes past
+    what the next chain shares have one branch each and are written at once.
     """
     chains: list[list] = []  # [longest word, lengths of its words]
+    last: tuple = ()
     for word in map(tuple, words):
-        if chains:
+        if chains and len(word) > len(last) and word[: len(last)] == last:
             chain = chains[-1]
-            if len(word) > len(chain[0]) and word[: len(chain[0])] == chain[0]:
-                chain[0] = word
-                chain[1].append(len(word))
-                continue
+            chain[0] = last = word
+            chain[1].append(len(word))
+            continue
+        last = word
         chains.append([word, [len(word)]])
     chains.sort(key=itemgetter(0))
-    escaped: dict[str, str] = {}
-    # the open path from the root: per node, [escaped piece into it, a word ends here,
-    # its branches written so far]
-    path: list[list] = [["", False, []]]
-    prev: tuple = ()
-    for word, lengths in chains:
+    # shared[k]: pieces chain k shares with chain k - 1 (0 for the first, and past the end)
+    shared = [0] * (len(chains) + 1)
+    for k in range(1, len(chains)):
+        prev, word = chains[k - 1][0], chains[k][0]
         if word[: len(prev)] == prev:
-            common = len(prev)
+            shared[k] = len(prev)
         else:
             common = 0
             while prev[common] == word[common]:  # neither is a prefix of the other
                 common += 1
-        while len(path) > common + 1:  # leave the nodes past the shared prefix
-            piece, ends, alts = path.pop()
-            path[-1][2].append(piece + _branches(ends, alts))
-        for piece in word[common:]:
-            esc = escaped.get(piece)
-            if esc is None:
-                esc = escaped[piece] = escape_literal(piece)
-            path.append([esc, False, []])
+            shared[k] = common
+    esc = _Escaped().__getitem__
+    # the open path from the root, per node: the escaped piece into it, whether a word
+    # ends there, and its branches written so far (None: none yet; a str: one; a list)
+    pieces: list[str] = [""]
+    ends: list[bool] = [False]
+    alts: list = [None]
+    for k, (word, lengths) in enumerate(chains):
+        common = shared[k]
+        depth = len(pieces) - 1
+        if depth > common:  # leave the nodes past the shared prefix
+            _add(alts, _close(pieces, ends, alts, depth - common))
+        keep = max(common, shared[k + 1])  # nodes the next chain shares stay open
+        for piece in word[common:keep]:
+            pieces.append(esc(piece))
+            ends.append(False)
+            alts.append(None)
+        size = len(word)
+        if size == keep:
+            for n in lengths:
+                ends[n] = True
+            continue
+        # the nodes past ``keep`` have one branch each: this word's rest, written now
+        parts: list[str] = []
+        at, opened = keep, 0
         for n in lengths:
-            path[n][1] = True
-        prev = word
-    while len(path) > 1:
-        piece, ends, alts = path.pop()
-        path[-1][2].append(piece + _branches(ends, alts))
-    return _branches(path[0][1], path[0][2])
+            if n <= keep:
+                ends[n] = True
+            elif n < size:
+                parts.extend(map(esc, word[at:n]))
+                parts.append("(?:")
+                at = n
+                opened += 1
+        parts.extend(map(esc, word[at:]))
+        _add(alts, "".join(parts) + ")?" * opened)
+    if len(pieces) > 1:
+        _add(alts, _close(pieces, ends, alts, len(pieces) - 1))
+    return _node(ends[0], alts[0])
 
 
-def _branches(ends: bool, alts: list[str]) -> str:
-    """A trie node's regex from its written branches (in piece order)."""
-    if ends:
-        return "(?:" + "|".join(alts) + ")?" if alts else ""
-    return alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+def _add(alts: list, text: str) -> None:
+    """Add ``text`` to the branches of the last node of the open path."""
+    a = alts[-1]
+    if a is None:
+        alts[-1] = text
+    elif type(a) is str:
+        alts[-1] = [a, text]
+    else:
+        a.append(text)
+
+
+def _close(pieces: list, ends: list, alts: list, n: int) -> str:
+    """Pop the last ``n`` nodes of the open path; the text of the one nearest the root."""
+    text = None
+    for _ in range(n):
+        piece, end, a = pieces.pop(), ends.pop(), alts.pop()
+        if text is not None:  # the node below, closed: its last branch
+            if a is None:
+                a = text
+            elif type(a) is str:
+                a = [a, text]
+            else:
+                a.append(text)
+        text = piece + _node(end, a)
+    return text
+
+
+def _node(end: bool, a) -> str:
+    """A trie node's regex after its piece: its branches (None, one str or a list)."""
+    if a is None:
+        return ""  # a leaf: a word ends there
+    if type(a) is str:
+        return "(?:" + a + ")?" if end else a
+    return "(?:" + "|".join(a) + (")?" if end else ")")
 
 
 @dataclass(frozen=True)

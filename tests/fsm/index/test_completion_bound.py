@@ -20,9 +20,10 @@ from structgen.fsm import Vocabulary, compile_regex
 from structgen.fsm.index import budget as budget_mod
 from structgen.fsm.index.budget import INF, CompletionBudget
 from structgen.fsm.index.completion_bound import UNBOUNDED, completion_bound
+from structgen.fsm.index.vocabulary import MARKER_BYTE
 from structgen.fsm.regex.lazy_dfa import ByteDFA
+from structgen.fsm.regex.terms import ALT, AND, BYTES, CONCAT, NOT, REPEAT, UNTIL, TermArena
 from structgen.fsm.regex.terms import INF as NO_HI
-from structgen.fsm.regex.terms import TermArena
 from tests.fsm._contact_cards import contact_card_grammars
 from tests.fsm.index.test_budget import (  # noqa: F401 (json_vocab: a fixture)
     _brute_force_min_tokens,
@@ -107,6 +108,87 @@ def test_bound_holds_on_random_terms() -> None:
         live = [d for d in dist.values() if d < INF]
         assert max(live) <= bound, (seed, max(live), bound)
     assert finite >= 150
+
+
+def _reference_bound(dfa: ByteDFA, byte_token: list[int]) -> int:
+    """The module docstring's rules written as a plain memoised recursion over the term DAG
+    (the reference for the iterative walk; shallow terms only)."""
+    arena = dfa.arena
+    kind, args = arena.kind, arena.args
+    memo: dict[int, tuple[int, int, int, bool]] = {}
+    used = [0]
+    cap = lambda n: min(n, UNBOUNDED)  # noqa: E731
+
+    def rec(u: int) -> tuple[int, int, int, bool]:
+        if u in memo:
+            return memo[u]
+        k, a = kind[u], args[u]
+        if k == BYTES:
+            used[0] |= a[0]
+            out = (1, 1, 1, False)
+        elif k == CONCAT:
+            (mh, nh, lh, eh), (mt, nt, lt, et) = rec(a[0]), rec(a[1])
+            out = (cap(max(mh + nt, mt)), cap(nh + nt), cap(lh + lt), eh or et)
+        elif k == ALT:
+            items = [rec(c) for c in a]
+            sure = [x[1] for x in items if not x[3]]
+            short = min(sure) if sure else max(x[1] for x in items)
+            out = (max(x[0] for x in items), short, max(x[2] for x in items))
+            out += (all(x[3] for x in items),)
+        elif k == REPEAT:
+            (mx, nx, lx, ex), lo, hi = rec(a[0]), a[1], a[2]
+            longest = (UNBOUNDED if lx else 0) if hi == NO_HI else cap(hi * lx)
+            out = (cap(mx + max(lo - 1, 0) * nx), cap(lo * nx), longest, ex and lo > 0)
+        elif k == UNTIL:
+            trigger, _, cont = a
+            for b in trigger:
+                used[0] |= 1 << b
+            mc, nc, _, ec = rec(cont)
+            out = (cap(max(len(trigger) + nc, mc)), cap(len(trigger) + nc), UNBOUNDED, ec)
+        elif k == AND:
+            least = min(rec(c)[2] for c in a)
+            out = (least, least, least, True)
+        elif k == NOT:
+            rec(a[0])  # its bytes count as met, as the walk's do
+            out = (UNBOUNDED, UNBOUNDED, UNBOUNDED, True)
+        else:
+            out = (0, 0, 0, u == 0)
+        memo[u] = out
+        return out
+
+    top = rec(dfa.term(dfa.initial))[0]
+    if used[0] >> MARKER_BYTE & 1 or any(
+        used[0] >> b & 1 and byte_token[b] < 0 for b in range(256)
+    ):
+        return UNBOUNDED
+    return top
+
+
+def test_bound_equals_the_reference_rules() -> None:
+    """The iterative walk gives exactly the recursive reference's bound on 400 seeded random
+    terms, with every byte covered and with some bytes uncovered (bound refused)."""
+    holes = [b if b != ord("c") else -1 for b in ALL_BYTES]
+    finite = 0
+    for seed in range(400):
+        arena = TermArena()
+        root = _random_term(arena, random.Random(seed), 4)
+        if root == 0:
+            continue
+        dfa = ByteDFA(arena, root)
+        for table in (ALL_BYTES, holes):
+            got = completion_bound(dfa, table)
+            assert got == _reference_bound(dfa, table), seed
+            finite += got < UNBOUNDED
+    assert finite >= 250
+
+
+def test_bound_equals_the_reference_on_copy_grammars(smollm2_vocab: Vocabulary) -> None:
+    """On contact-card copy grammars (thousands of terms each) the bound equals the
+    reference's, and is finite."""
+    table = budget_mod._vocab_tokens(smollm2_vocab).byte_token
+    for grammar in contact_card_grammars(smollm2_vocab, 6, seed=5):
+        got = completion_bound(grammar.dfa, table)
+        assert got == _reference_bound(grammar.dfa, table) < UNBOUNDED
 
 
 def test_bound_is_tight_where_it_is_exact() -> None:

@@ -23,12 +23,13 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   also mentioned by ``garage`` and ``carport`` (``_BOOLEAN_ALIASES``: "a double
   garage" is parking).
 * **number** (``integer`` / ``number``): a text word matching any of the name's words
-  is a mention, and so is an alias of one (``_NUMBER_ALIASES``: ``old`` and ``aged``
+  is a mention, and so is an alias of one (``NUMBER_ALIASES``: ``old`` and ``aged``
   for ``age``, as in "58 years old" and "a forty-six-year-old"; ``min``,
   ``hr``/``hrs``, ``sec`` for ``minutes``, ``hours``, ``seconds``; ``people``,
-  ``persons``, ``adults`` for ``guests``; ``people``, ``persons``, ``portions`` for
-  ``servings``; ``stars`` for ``rating``; ``square``, ``sq``, ``sqm`` for ``m2``, as
-  in "31 square metres" and "162 sq m"); the numeral
+  ``persons``, ``adults`` for ``guests``; ``people``, ``persons`` for ``passengers``;
+  ``people``, ``persons``, ``portions`` for ``servings``; ``stars`` for ``rating``;
+  ``square``, ``sq``, ``sqm`` for ``m2``, as in "31 square metres" and "162 sq m"); the
+  numeral
   (``structgen.fsm.numerals.numeral_spans``) nearest to a mention, in the same clause
   and at most three words away, whose reading the field's type and bounds accept, is
   the value (a tie goes to the numeral before the mention: English writes "4 guests").
@@ -38,8 +39,14 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   field: the sibling whose mention ranks best (cover, then distance) takes it and the
   others their next candidates ("Gross salary NOK 48 750,00 ... Net pay NOK 34 125,00":
   ``net_pay`` takes 34 125, ``gross_pay`` 48 750; ``evidence.numbers.assign_numbers``).
+  An alias counts for the cover of the word it stands for ("for six people in total":
+  ``passengers`` covers "people" fully and takes 6 before ``total_price``'s "total").
   A numeral that is one end of a range ("between 128 and 136 systolic") is not a
-  candidate: neither end is the value of a plain field.
+  candidate: neither end is the value of a plain field; nor is a numeral of a whole date
+  ("14 August 2027", ``fsm.dates.date_spans``) for a field that counts (no word of its
+  name names a date part: ``days``, ``nights``, ``minimum_term_months``, not ``day`` or
+  ``birth_year``; ``numbers.dated_numerals``): "hired for a single day on 14 August 2027"
+  gives ``days`` no 14.
   Unmentioned, or when two sibling number fields rank one numeral equally best: the
   model's value stays; a nullable number field that no numeral decides and whose
   name's words the text mentions only in clauses with a negation ("Rate and
@@ -52,22 +59,31 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   laptop stand" for "she left no email") (**denied string**; a string field the schema
   does not require is left out on the same evidence); a non-nullable
   integer field that no numeral decides, whose bounds take 0 and whose name the text
-  mentions only negated is 0 ("no checked baggage": **denied count**).
+  mentions only negated is 0 ("no checked baggage": **denied count**). A non-nullable
+  number field whose bounds take 0 and a mention of whose name is followed in its clause,
+  at most two words on, by "waived", "nothing", "nil", "none", "free" or "zero" is 0
+  (**stated zero**, ``numbers.stated_zero``: "Deposit: none required"; before the number
+  rule's numerals when that mention covers every word of the name, "Monthly fee £24.99.
+  Joining fee: waived (normally £30)": ``joining_fee`` 0; else only where no numeral
+  decides the field; the money rule does not fill it again).
 * **enum** (string options): an option is *mentioned* where its words (split at
   non-letters and underscores, as the text's words are, each reduced to a stem) occur
   as consecutive words of one clause; a mention inside a longer option's mention does
   not count ("premium economy" is not a mention of ``economy``); a currency symbol
   mentions the one ISO 4217 code option it stands for ("£489,950": ``GBP``;
-  ``_CURRENCY_SYMBOLS``). When the model's value (a string option, null, or the field
-  left out) is not mentioned, or mentioned only negated ("major rather than a
-  blocker" for ``blocker``), and exactly one option is mentioned without a negation
-  (one before the mention in its clause with at most two words between, or right after
-  it as its predicate: "not a feature request", "remote: no", "remote is not
-  possible"; "a feature request and not an emergency" and "cannot log in to her
-  account", a negated verb, affirm it), that option is the value; when none is and the field
-  is nullable and its name is mentioned only negated ("No dress code", as the boolean
-  rule reads it), the value is null; otherwise the model's value stays. Options are
-  never matched inside a word ("low" is not in "below").
+  ``_CURRENCY_SYMBOLS``); where every option is an ISO 4217-shaped code (three capital
+  letters) and some option's mention stands beside an amount (digits right before or
+  after it, or after its symbol), only such mentions count ("Vectorline CAD Professional
+  ... USD 4,475.00": ``USD``, not ``CAD``; ``options._priced``). When the model's value
+  (a string option, null, or the field left out) is not mentioned, or mentioned only
+  negated ("major rather than a blocker" for ``blocker``), and exactly one option is
+  mentioned without a negation (one before the mention in its clause with at most two
+  words between, or right after it as its predicate: "not a feature request", "remote:
+  no", "remote is not possible"; "a feature request and not an emergency" and "cannot log
+  in to her account", a negated verb, affirm it), that option is the value; when none is
+  and the field is nullable and its name is mentioned only negated ("No dress code", as
+  the boolean rule reads it), the value is null; otherwise the model's value stays.
+  Options are never matched inside a word ("low" is not in "below").
 * **enum array**: an array whose items are string enum options holds the options the
   text mentions without a negation (as the enum rule reads mentions), in the order of
   their first mention, when that differs from the model's array and fits ``minItems`` /

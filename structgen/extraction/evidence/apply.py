@@ -61,6 +61,7 @@ from structgen.extraction.evidence.numbers import (
     all_negated,
     amount_value,
     assign_numbers,
+    dated_numerals,
     denied_count,
     denied_number,
     duration_value,
@@ -69,6 +70,7 @@ from structgen.extraction.evidence.numbers import (
     number_candidates,
     range_values,
     repeated_numbers,
+    stated_zero,
     unit_value,
     with_halves,
 )
@@ -101,6 +103,7 @@ from structgen.extraction.items import trim_items
 from structgen.extraction.labels import amount_spans, foreign_spans
 from structgen.extraction.refs import MAX_REF_DEPTH
 from structgen.extraction.refs import resolve as _resolve
+from structgen.fsm.dates import date_spans
 from structgen.fsm.numerals import numeral_spans
 
 
@@ -123,6 +126,7 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
     doc = TextWords(text)
     spans = with_halves(numeral_spans(text), text)  # "ten and a half": 10.5
     amounts = amount_spans(text)
+    dates = date_spans(text)
     foreign = (foreign_spans(text), foreign_spans(text, identifiers=False))
     out = json.loads(json.dumps(value))
     changed: list[str] = []
@@ -139,7 +143,13 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
             if name not in node and kind == "number" and stems:
                 # left out: the numeral right after the field's name ("wind 20 km/h")
                 pointed[name] = number_candidates(
-                    doc, spans, stems, branch, window=1, name_first=True
+                    doc,
+                    spans,
+                    stems,
+                    branch,
+                    window=1,
+                    name_first=True,
+                    skip=dated_numerals(name, spans, dates),
                 )
                 continue
             if name not in node and kind != "enum":
@@ -156,8 +166,14 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
                 if decided:
                     node[name] = found_e
                     changed.append(path + name)
+            elif kind == "number" and stems and stated_zero(doc, stems, schema, prop, full=True):
+                if node[name] != 0:  # "Joining fee: waived (normally £30)"
+                    node[name] = 0
+                    changed.append(path + name)
+                denied_numbers.add(name)  # no currency-marked numeral fills it again
             elif kind == "number" and stems:
-                pointed[name] = number_candidates(doc, spans, stems, branch)
+                skip = dated_numerals(name, spans, dates)  # no 14 of "14 August" for days
+                pointed[name] = number_candidates(doc, spans, stems, branch, skip=skip)
                 if pointed[name]:
                     continue  # decided below, one numeral to one field
                 if node[name] is not None and denied_number(doc, stems, schema, prop):
@@ -167,6 +183,10 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
                 elif node[name] != 0 and denied_count(doc, stems, schema, prop):
                     node[name] = 0  # "no checked baggage": a count the text denies
                     changed.append(path + name)
+                elif node[name] != 0 and stated_zero(doc, stems, schema, prop):
+                    node[name] = 0  # "Joining fee: waived", "Deposit: none required"
+                    changed.append(path + name)
+                    denied_numbers.add(name)  # no currency-marked numeral fills it again
             elif denied_string(schema, sub, name, prop, node[name], doc):
                 # denied string: "No email given", "she left no email"
                 clear_field(schema, prop, node, name)

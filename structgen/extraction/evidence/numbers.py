@@ -26,6 +26,7 @@ from structgen.extraction.evidence.fields import (
 )
 from structgen.extraction.evidence.text import (
     GAP_REPEAT,
+    NUMBER_ALIASES,
     TextWords,
     name_mentions,
     name_stems,
@@ -54,6 +55,7 @@ def number_candidates(
     sub: dict,
     window: int = _WINDOW_NUMBER,
     name_first: bool = False,
+    skip: frozenset[int] = frozenset(),
 ) -> list[tuple[tuple[int, int, int], int, Decimal]]:
     """The numerals a number field's mentions point at, best first (the number rule of
     the package docstring).
@@ -71,6 +73,8 @@ def number_candidates(
         window: the most words from a mention to the numeral (1: next to it).
         name_first: count only mentions before the numeral ("wind 20 km/h", not "for 7
             days"): the left-out number rule, which reads a field the model left out.
+        skip: indices into ``spans`` that are no candidates (``dated_numerals``: the
+            numerals of a whole date, for a field that counts).
 
     Returns:
         ``(rank, index, value)`` per numeral some mention points at: ``rank`` is
@@ -83,7 +87,7 @@ def number_candidates(
     in_range = {k for pair in _ranges(doc, spans) for k in pair}
     best: dict[int, tuple[tuple[int, int, int], int, Decimal]] = {}
     for index, (start, end, values) in enumerate(spans):
-        if index in in_range:
+        if index in in_range or index in skip:
             continue  # one end of "65 to 80": neither is the value of a plain field
         first, last = doc.word_at(start), doc.word_at(max(start, end - 1))
         if first >= len(doc.words):
@@ -105,9 +109,30 @@ def number_candidates(
     return sorted(best.values(), key=lambda c: (c[0], c[1]))
 
 
+# words of a field name that name one part of a date or time ("day", "birth_year"): such a
+# field may take a numeral of a written date; a plural ("days", "months") counts and may not
+_DATE_PART_WORDS = frozenset("day month year date hour minute second time weekday dob".split())
+
+
+def dated_numerals(name: str, spans: list, dates: list[tuple[int, int]]) -> frozenset[int]:
+    """The indices of ``spans`` (``fsm.numerals.numeral_spans``) inside a whole date of
+    the text (``dates``: ``fsm.dates.date_spans``) when the field ``name`` counts
+    something (no word of it names a date part, ``_DATE_PART_WORDS``): "hired for a single
+    day on 14 August 2027" gives ``days`` no 14. Empty for a date-part field (``day``,
+    ``birth_year``). Raises: never.
+    """
+    words = {w.lower() for w in re.split(r"[\W_]+|(?<=[a-z])(?=[A-Z])", name) if w}
+    if words & _DATE_PART_WORDS or not dates:
+        return frozenset()
+    return frozenset(
+        i for i, (a, b, _) in enumerate(spans) if any(x <= a and b <= y for x, y in dates)
+    )
+
+
 def _cover(doc: TextWords, k: int, stems: list[str]) -> int:
     """How many of ``stems`` the words of word ``k``'s clause within ``_WINDOW_COVER``
-    words of it match (``number_candidates``).
+    words of it match, or write an alias of (``text.NUMBER_ALIASES``: "six people" covers
+    ``passengers``; ``number_candidates``).
     """
     clause = doc.words[k][3]
     near = [
@@ -115,7 +140,11 @@ def _cover(doc: TextWords, k: int, stems: list[str]) -> int:
         for j in range(max(0, k - _WINDOW_COVER), min(len(doc.words), k + _WINDOW_COVER + 1))
         if doc.words[j][3] == clause
     ]
-    return sum(1 for s in dict.fromkeys(stems) if any(stems_match(w, s) for w in near))
+    return sum(
+        1
+        for s in dict.fromkeys(stems)
+        if any(stems_match(w, s) or w in NUMBER_ALIASES.get(s, ()) for w in near)
+    )
 
 
 def number_value(
@@ -125,12 +154,13 @@ def number_value(
     sub: dict,
     window: int = _WINDOW_NUMBER,
     name_first: bool = False,
+    skip: frozenset[int] = frozenset(),
 ) -> Decimal | None:
     """The number rule of the package docstring for one field alone: the value of its
     best candidate (``number_candidates``, same arguments; of two ranked equally, the
     one the text writes first); None when no mention decides it.
     """
-    found = number_candidates(doc, spans, stems, sub, window, name_first)
+    found = number_candidates(doc, spans, stems, sub, window, name_first, skip)
     return found[0][2] if found else None
 
 
@@ -337,6 +367,37 @@ def denied_count(doc: TextWords, stems: list[str], root: Any, prop: Any) -> bool
     if kind != "number" or "integer" not in types or is_nullable(root, prop):
         return False
     return accepts_number(branch, Decimal(0)) and all_negated(doc, stems)
+
+
+# words that state an amount or count of nothing right after its name ("Joining fee:
+# waived", "Deposit: none required", "You owe nothing", "Delivery: free")
+_ZERO_WORDS = frozenset("waived nothing nil none free zero".split())
+_GAP_ZERO = 2  # words between a mention and its zero word
+
+
+def stated_zero(doc: TextWords, stems: list[str], root: Any, prop: Any, full: bool = False) -> bool:
+    """The stated-zero rule of the package docstring: a non-nullable number field whose
+    bounds take 0, some mention of whose name (``name_mentions``) is followed in its
+    clause, at most ``_GAP_ZERO`` words on, by a word of ``_ZERO_WORDS``: "Joining fee:
+    waived (normally £30)" is ``joining_fee`` 0. ``full``: count only mentions that cover
+    every word of the name (``_cover``), which outrank the number rule's numerals ("Monthly
+    fee £24.99. Joining fee: waived"); the caller applies the others only where the number
+    rule points at no numeral. Raises: never.
+    """
+    kind, branch = field_kind(root, prop)
+    if kind != "number" or is_nullable(root, prop) or not accepts_number(branch, Decimal(0)):
+        return False
+    whole = len(dict.fromkeys(stems))
+    for k in name_mentions(doc, stems):
+        if full and _cover(doc, k, stems) < whole:
+            continue
+        clause = doc.words[k][3]
+        for j in range(k + 1, min(len(doc.words), k + _GAP_ZERO + 2)):
+            if doc.words[j][3] != clause:
+                break
+            if doc.raw[j] in _ZERO_WORDS:
+                return True
+    return False
 
 
 def denied_number(doc: TextWords, stems: list[str], root: Any, prop: Any) -> bool:

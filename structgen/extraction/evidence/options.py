@@ -82,6 +82,8 @@ def enum_value(
     model's option unmentioned the value is null.
     """
     kept = _option_mentions(doc, options)
+    if all(_CODE.fullmatch(o) for o in options):
+        kept = _priced(doc, kept)
     if isinstance(current, str) and any(not doc.negates(a, b) for a, b in kept.get(current, ())):
         return False, None  # (an option the text mentions only negated is not kept for that)
     affirmed = [o for o in options if any(not doc.negates(a, b) for a, b in kept[o])]
@@ -90,6 +92,27 @@ def enum_value(
     if len(affirmed) != 1 or affirmed[0] == current:
         return False, None
     return True, affirmed[0]
+
+
+# an ISO 4217-shaped option: three capital letters ("USD", "CAD")
+_CODE = re.compile(r"[A-Z]{3}")
+
+
+def _priced(
+    doc: TextWords, kept: dict[str, list[tuple[int, int]]]
+) -> dict[str, list[tuple[int, int]]]:
+    """The mentions of currency-code options (``_CODE``) that stand beside an amount (a
+    word of digits right before or after, or the amount after a symbol), when the text
+    has some: "Vectorline CAD Professional ... USD 4,475.00" mentions ``USD`` only.
+    ``kept`` as it is when no mention stands beside an amount.
+    """
+
+    def by_amount(a: int, b: int) -> bool:
+        near = (a - 1, a, b + 1) if a == b else (a - 1, b + 1)
+        return any(0 <= j < len(doc.raw) and doc.raw[j][:1].isdigit() for j in near)
+
+    priced = {o: [ab for ab in found if by_amount(*ab)] for o, found in kept.items()}
+    return priced if any(priced.values()) else kept
 
 
 def _option_mentions(doc: TextWords, options: list[str]) -> dict[str, list[tuple[int, int]]]:

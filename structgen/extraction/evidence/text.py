@@ -4,7 +4,7 @@ The text's words (``TextWords``: each word's stem, offsets and clause number; cl
 ``.``, ``;``, ``,``, brackets, ``·``, ``|`` and hard line breaks, not at a soft wrap,
 ``unwrapped``), negations in a clause, the stems of a field name's words
 (``name_stems``) and of an enum option's (``option_stems``), and the words that mention a
-field (``name_mentions``, with ``_NUMBER_ALIASES``). The rules: ``structgen.extraction.evidence``.
+field (``name_mentions``, with ``NUMBER_ALIASES``). The rules: ``structgen.extraction.evidence``.
 """
 
 from __future__ import annotations
@@ -51,12 +51,14 @@ _SOFT_WRAP = re.compile(r"(?<=[^\W_])([ \t]*)\n(?=[ \t]*[^\W\d_])")
 # words that mention a field whose name holds the key (both as ``stem`` gives them) in
 # the number rule: how English writes an age ("58 years old", "aged 58"), the usual
 # abbreviations of time units ("50 min", "2 hrs"), the nouns English counts guests,
-# servings and ratings in ("four people", "feeds six people", "four stars") and the
+# passengers, servings and ratings in ("four people", "six people in total", "feeds six
+# people", "four stars") and the
 # words a forecast writes its highs and lows with ("maximum 41°C")
-_NUMBER_ALIASES = {
+NUMBER_ALIASES = {
     "age": frozenset({"old", "aged"}),
     "guest": frozenset({"peopl", "person", "adult"}),
     "serv": frozenset({"peopl", "person", "portion"}),
+    "passeng": frozenset({"peopl", "person"}),
     "rat": frozenset({"star"}),
     "minut": frozenset({"min"}),
     "hour": frozenset({"hr", "hrs"}),
@@ -236,9 +238,9 @@ class TextWords:
 
 def name_mentions(doc: TextWords, stems: list[str]) -> list[int]:
     """Indices of the text's words that match some of a field name's stems, or are one of
-    a stem's aliases (``_NUMBER_ALIASES``: "old" for ``age``, "min" for ``minutes``).
+    a stem's aliases (``NUMBER_ALIASES``: "old" for ``age``, "min" for ``minutes``).
     """
-    aliases = frozenset().union(*(_NUMBER_ALIASES.get(s, ()) for s in stems))
+    aliases = frozenset().union(*(NUMBER_ALIASES.get(s, ()) for s in stems))
     return [
         k
         for k, (w, *_) in enumerate(doc.words)

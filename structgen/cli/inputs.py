@@ -144,17 +144,11 @@ def _check_auto_syntax(text: str, syntax: str, path: str) -> None:
         CliError: ``auto`` cannot tell it (both kinds of rule, or neither): the message,
             fsm's, asks for the ``--syntax`` flag instead of the Python keyword.
     """
-    from structgen.errors import InvalidGrammarError
-    from structgen.fsm.grammar import detect_syntax
+    from structgen.fsm.grammar import undecided_syntax
 
-    if syntax == "auto":
-        try:
-            detect_syntax(text)
-        except InvalidGrammarError as exc:
-            reason = str(exc).split("; pass syntax=")[0]
-            raise CliError(
-                f"--grammar {path}: {reason}; pass --syntax lark, gbnf or ebnf"
-            ) from None
+    reason = undecided_syntax(text) if syntax == "auto" else None
+    if reason is not None:
+        raise CliError(f"--grammar {path}: {reason}; pass --syntax lark, gbnf or ebnf")
 
 
 def read_constraint(args: argparse.Namespace) -> Any:

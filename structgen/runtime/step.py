@@ -378,6 +378,18 @@ def _append(req: Request, token: int, logprob: dict[int, float] | None = None) -
         req.logprobs.append(logprob if logprob is not None else {token: 0.0})
 
 
+def _grammar_complete(req: Request, context_limit: int) -> bool:
+    """Whether ``req``'s grammar is complete (nothing can follow) below both limits: a
+    matcher its budget ended at ``max_tokens`` or at the context's end is not, so that
+    request finishes with the limit's ``"length"``, as one without a grammar does.
+    """
+    return (
+        req.matcher.is_terminated()
+        and len(req.output_token_ids) < req.params.max_tokens
+        and req.num_tokens < context_limit
+    )
+
+
 def _check_limits(req: Request, context_limit: int) -> bool:
     """Finish on a stop string, ``max_tokens`` or the context limit; True if finished."""
     if req.detokenizer.stopped:
@@ -400,14 +412,7 @@ def _apply_token(
         req.finish("stop")
         return False
     _append(req, token, logprob)
-    if (
-        req.matcher is not None
-        and req.matcher.is_terminated()
-        and len(req.output_token_ids) < p.max_tokens
-        and req.num_tokens < context.max_request_tokens
-    ):
-        # the grammar is complete: nothing can follow (at a limit, the matcher's budget
-        # ended it: reported as the limit's "length", as the request without a grammar)
+    if req.matcher is not None and _grammar_complete(req, context.max_request_tokens):
         req.finish("stop")
         return False
     return not _check_limits(req, context.max_request_tokens)
@@ -499,11 +504,7 @@ def jump_forward(context: StepContext, req: Request, result: TokenResult | None 
         if req.logprobs is not None:
             req.logprobs.append({tok: 0.0})
     req.detokenizer.add_bytes(new_bytes[skip:])
-    if (
-        req.matcher.is_terminated()
-        and len(req.output_token_ids) < req.params.max_tokens
-        and req.num_tokens < limit
-    ):
+    if _grammar_complete(req, limit):
         req.finish("stop")
     else:
         _check_limits(req, limit)

@@ -199,20 +199,17 @@ def _auto_grammar(text: str, param: str, trigger: str | None) -> Any:
             message names the syntaxes the field is read as and the ``ebnf`` field, as a
             request can send them (a request has no ``syntax`` field).
     """
-    from structgen.errors import InvalidGrammarError
-    from structgen.fsm.grammar import detect_syntax
+    from structgen.fsm.grammar import undecided_syntax
     from structgen.fsm.spec import Grammar
 
-    try:
-        detect_syntax(text)
-    except InvalidGrammarError as exc:
-        reason = str(exc).split("; pass syntax=")[0]  # the Python keyword, not a request field
+    reason = undecided_syntax(text)
+    if reason is not None:
         raise APIError(
             f"{param}: {reason}; the server reads {param} as GBNF ('name ::= ...' rules, "
             "start rule 'root') or Lark ('name: ...' rules, start rule 'start'), told by "
             "which kind of rule it has; send an EBNF grammar in the 'ebnf' field",
             param=param,
-        ) from None
+        )
     return Grammar(text, trigger=trigger)
 
 
@@ -311,8 +308,7 @@ def _check_tag_grammars(node: Any, param: str) -> None:
             text has both kinds of rule or neither; the message names that field and the
             syntaxes it is read as, not the Python keyword ``syntax=``.
     """
-    from structgen.errors import InvalidGrammarError
-    from structgen.fsm.grammar import detect_syntax
+    from structgen.fsm.grammar import undecided_syntax
     from structgen.fsm.tags.format import GrammarContent, Tag
 
     stack = [node]
@@ -323,20 +319,18 @@ def _check_tag_grammars(node: Any, param: str) -> None:
         stack.extend(reversed(children))
         if not isinstance(n, GrammarContent) or n.syntax != "auto":
             continue
-        try:
-            detect_syntax(n.text)
-        except InvalidGrammarError as exc:
+        reason = undecided_syntax(n.text)
+        if reason is not None:
             field = param + "".join(
                 f"[{part}]" if part.isdigit() else f".{part}" for part in n.where.split("/")[1:]
             )
-            reason = str(exc).split("; pass syntax=")[0]  # the Python keyword: no such field
             raise APIError(
                 f"{field}: {reason}; the server reads a structural tag's grammar as GBNF "
                 "('name ::= ...' rules, start rule 'root') or Lark ('name: ...' rules, start "
                 f"rule 'start'), told by which kind of rule it has: write {field} with rules "
                 "of one kind",
                 param=field,
-            ) from None
+            )
 
 
 _STRUCTURED_KINDS = ("json", "regex", "choice", "grammar", "json_object", "structural_tag")

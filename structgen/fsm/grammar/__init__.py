@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .front import detect_syntax, parse_grammar
+from .front import detect_syntax, parse_grammar, undecided_syntax
 
-__all__ = ["compile_grammar", "parse_grammar", "detect_syntax", "CompiledCFG"]
+__all__ = ["compile_grammar", "parse_grammar", "detect_syntax", "undecided_syntax", "CompiledCFG"]
 
 
 def __getattr__(name: str) -> Any:

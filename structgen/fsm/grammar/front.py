@@ -17,28 +17,37 @@ from .bnf import parse_bnf
 from .ir import GrammarDef
 from .lark import parse_lark
 
-__all__ = ["SYNTAXES", "detect_syntax", "parse_grammar"]
+__all__ = ["SYNTAXES", "detect_syntax", "parse_grammar", "undecided_syntax"]
 
 SYNTAXES = ("auto", "lark", "gbnf", "ebnf")
 _BNF_RULE = re.compile(r"^[ \t]*[A-Za-z_][A-Za-z0-9_-]*[ \t]*::=", re.MULTILINE)
 _LARK_RULE = re.compile(r"^[?!]?[A-Za-z_][A-Za-z0-9_]*(?:\.\d+)?[ \t]*:(?!:)", re.MULTILINE)
 
 
+def undecided_syntax(text: str) -> str | None:
+    """Why ``syntax="auto"`` cannot tell the syntax of ``text`` (``"cannot tell the
+    grammar's syntax (it has ...)"``: both kinds of rule or neither), or None when it can;
+    the caller adds how its user names a syntax (a keyword, a flag, a request field).
+    Raises: never.
+    """
+    bnf, lark = bool(_BNF_RULE.search(text)), bool(_LARK_RULE.search(text))
+    if bnf != lark:
+        return None
+    what = "both '::=' rules and 'name:' rules" if bnf else "no 'name ::=' or 'name:' rule"
+    return f"cannot tell the grammar's syntax (it has {what})"
+
+
 def detect_syntax(text: str) -> str:
     """``"gbnf"`` or ``"lark"`` for ``syntax="auto"`` (module docstring).
 
     Raises:
-        InvalidGrammarError: both or neither kind of rule is present.
+        InvalidGrammarError: both or neither kind of rule is present
+            (:func:`undecided_syntax`).
     """
-    bnf, lark = bool(_BNF_RULE.search(text)), bool(_LARK_RULE.search(text))
-    if bnf and not lark:
-        return "gbnf"
-    if lark and not bnf:
-        return "lark"
-    what = "both '::=' rules and 'name:' rules" if bnf else "no 'name ::=' or 'name:' rule"
-    raise InvalidGrammarError(
-        f"cannot tell the grammar's syntax (it has {what}); pass syntax='lark', 'gbnf' or 'ebnf'"
-    )
+    reason = undecided_syntax(text)
+    if reason is not None:
+        raise InvalidGrammarError(f"{reason}; pass syntax='lark', 'gbnf' or 'ebnf'")
+    return "gbnf" if _BNF_RULE.search(text) else "lark"
 
 
 def parse_grammar(text: str, syntax: str = "auto", start: str | None = None) -> GrammarDef:

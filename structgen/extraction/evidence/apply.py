@@ -84,7 +84,9 @@ from structgen.extraction.evidence.records import (
 from structgen.extraction.evidence.roles import swapped_roles
 from structgen.extraction.evidence.strings import (
     email_shape,
+    host_value,
     iban_value,
+    identifier_shape,
     identifier_value,
     invented_email,
     label_list,
@@ -236,6 +238,8 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
             labelled = identifier_value(schema, prop, name, node.get(name), text)
             labelled = labelled or iban_value(schema, prop, name, node.get(name), text)
             labelled = labelled or phone_value(schema, prop, name, node.get(name), text)
+            labelled = labelled or identifier_shape(schema, sub, name, node, text)
+            labelled = labelled or host_value(schema, sub, name, node, text)
             if labelled is not None:
                 node[name] = labelled
                 changed.append(path + name)

@@ -118,6 +118,8 @@ def test_a_value_run_into_the_next_label_is_cut(value, cut):
         ("Clinic: Lakeview Physio, Leeds.", "Physio", None),
         # a sentence's first word not closed by " - ", "," or "." after the name
         ("Lakeview Physio opens at 9.", "Physio", None),
+        # nor by a comma and words that do not end the sentence
+        ("Tom Berg, 51, a baker in Oslo.", "Berg", None),
     ],
 )
 def test_a_name_heading_its_sentence_takes_its_first_word(text, value, new):

@@ -160,8 +160,9 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   ("Sakuragaoka" -> "Hotel Sakuragaoka", "Northwind" -> "Northwind Logistics": greedy
   copying stops or starts inside a name); a sentence's first word is taken where the name
   heads its sentence (the text's start or a sentence end before it, not a label's ":";
-  " - ", "," or "." after the name; no opener such as "Dear": "Riverside Dental Care -
-  TREATMENT ESTIMATE", "SERVICE RECORD. Autohaus Kessler, Karlsruhe."); two names
+  after the name " - ", the sentence's end, or a comma and one to four words ending it;
+  no opener such as "Dear": "Riverside Dental Care - TREATMENT ESTIMATE", "SERVICE
+  RECORD. Autohaus Kessler, Karlsruhe."; not "Tom Berg, 51, a baker"); two names
   joined by `` & `` are one run ("Finch Auctioneers" -> "Harlow & Finch Auctioneers", a
   sentence's first word too).
 * **place list**: a free string field named for a place (a word of its name ``location``,

@@ -114,11 +114,14 @@ def is_name_word(word: str) -> bool:
 
 
 # a name heading a sentence: its first word starts the text or follows a sentence end (not a
-# label's ":"), and " - ", "," or "." follows the name ("Riverside Dental Care - TREATMENT
-# ESTIMATE.", "SERVICE RECORD. Autohaus Kessler, Karlsruhe."); an opener's first word is
+# label's ":"), and " - ", the sentence's end, or a comma and one to four words ending the
+# sentence follow the name ("Riverside Dental Care - TREATMENT ESTIMATE.", "SERVICE RECORD.
+# Autohaus Kessler, Karlsruhe."; not "Tom Berg, 51, a baker"); an opener's first word is
 # capitalised anyway ("Dear Carlos Mendes, ...")
 _HEADING_START = re.compile(r"(?:\A|[.!?\n])\s*\Z")
-_HEADING_END = re.compile(r" [-–] |[,.](?:\s|\Z)")
+_HEADING_END = re.compile(
+    r" [-–] |\.(?:\s|\Z)|, [^\W\d_][\w'’&-]*(?: [^\W\d_][\w'’&-]*){0,3}\.(?:\s|\Z)"
+)
 _OPENERS = frozenset(
     "dear hello hi hey thanks thank welcome attn attention re to from congratulations "
     "regards sincerely cheers please".split()

@@ -136,3 +136,32 @@ def test_the_identifier_shape_leaves_fragments_to_the_span_rules():
     # one character written alone is no name this rule replaces either
     out, changed = apply_evidence(schema, "x marks SUP-0932.", {"ticket_id": "x"})
     assert out["ticket_id"] == "x" and not changed
+
+
+TIME = {"type": "string", "pattern": "^[0-9]{2}:[0-9]{2}$"}
+
+
+@pytest.mark.parametrize(
+    ("text", "held", "want"),
+    [
+        ("Hall hire on 3 May 2027: doors from 6:15pm, out by 11pm.", "23:00", ("18:15", "23:00")),
+        ("Studio B, Fri 09.07.2027, kl. 08:00-12:30.", "08:00", ("08:00", "12:30")),
+        # three times for two fields: no order to read
+        ("Open 9:00-17:00, lunch at 12:00.", "17:00", ("17:00", "17:00")),
+        # one time only
+        ("Starts at 19:30.", "19:30", ("19:30", "19:30")),
+    ],
+)
+def test_time_fields_holding_one_time_take_the_texts_times_in_order(text, held, want):
+    schema = _obj(room=STR, start_time=TIME, end_time=TIME)
+    value = {"room": "Hall", "start_time": held, "end_time": held}
+    out, _ = apply_evidence(schema, text, value)
+    assert (out["start_time"], out["end_time"]) == want
+
+
+def test_time_fields_holding_different_times_stay():
+    schema = _obj(start_time=TIME, end_time=TIME)
+    out, changed = apply_evidence(
+        schema, "From 18:00 to 23:30.", {"start_time": "23:30", "end_time": "18:00"}
+    )
+    assert out == {"start_time": "23:30", "end_time": "18:00"} and not changed

@@ -354,6 +354,11 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   and the second its end (``dates.date_range``; the readings that keep the start before
   the end; runs before the date order rule, which would take "14 to 16 June 2027,
   booked 2 May 2027" as two dates in order).
+* **time order**: when two or more time fields of one object (``format: time``, or a
+  ``pattern`` that ``09:30`` fits) hold the same time and the text writes exactly as many
+  distinct times as the object has time fields ("access from 5:30pm, everyone out by
+  10:45pm", "kl. 18:00-23:30"), the time fields take them in text order (schema order;
+  ``strings.times_in_order``), as the date order rule does for dates.
 * **stated order**: a ``format: date`` field holding one reading of an ambiguous numeric
   date (``03/02/2026``) the text writes with its order stated right after it ("(DD/MM/YYYY)",
   "dd.mm.yyyy", "[MM/DD/YY]"), or later in its sentence in letters or words ("04/05/2027
@@ -417,7 +422,7 @@ number, separator, time-unit (and "and a half"), duration, repeat, range, amount
 denied-number, denied-count and foreign numeral rules, ``strings.py`` the span-start,
 span-end, spaced identifier, label, string repeat, identifier, identifier shape, host
 name, phone, phone fragment,
-e-mail shape, invented e-mail, URI shape, pattern shape and label list rules,
+e-mail shape, invented e-mail, URI shape, pattern shape, label list and time order rules,
 ``roles.py`` the role rule, ``names.py`` the name-run, place-list, sibling-cut,
 sentence-cut, date-tail, dangling-end, label-word, possessive, honorific and appositive
 rules (where a copied name starts and ends), ``records.py`` the weekly-session,

@@ -98,6 +98,7 @@ from structgen.extraction.evidence.strings import (
     spaced_identifier,
     span_end,
     span_start,
+    times_in_order,
     uri_shape,
 )
 from structgen.extraction.evidence.text import TextWords, name_stems
@@ -318,6 +319,9 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
             changed.append(path + name)
         for name, new_d in dates_in_order(schema, sub, node, text).items():
             node[name] = new_d
+            changed.append(path + name)
+        for name, new_t in times_in_order(schema, sub, node, text).items():
+            node[name] = new_t  # "from 5:30pm ... out by 10:45pm": start and end
             changed.append(path + name)
         for name, prop in (sub.get("properties") or {}).items():
             stated = stated_order(schema, prop, node.get(name), text)

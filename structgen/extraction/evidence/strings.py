@@ -12,7 +12,8 @@ no sibling holds (``identifier_shape``), a host-name field the one host name
 (``not_a_phone``); a free string field left null, or holding a string unrelated to it,
 takes the value after the one label naming it (``label_value``); a ``format: uri`` field
 holds a URL the text writes (``uri_shape``), an e-mail field no address the text does
-not write (``invented_email``). Where a copied name starts and ends (name run, place
+not write (``invented_email``); time fields holding one time take the text's times in
+order (``times_in_order``). Where a copied name starts and ends (name run, place
 list, sibling cut, honorific): ``names.py``.
 """
 
@@ -53,6 +54,7 @@ from structgen.extraction.labels import (
     spaced_end,
 )
 from structgen.extraction.refs import resolve as _resolve
+from structgen.fsm.dates import times
 
 # "Label: value" between separators (start of text, "|", ";", "·", a line break or a
 # sentence end before; a separator or ", " after)
@@ -649,3 +651,37 @@ def label_list(root: Any, sub: dict, name: str, node: dict, text: str) -> list[s
     if len(set(new)) != len(new):
         return None
     return new if schema_accepts(root, arr, new) else None
+
+
+def times_in_order(root: Any, sub: dict, node: dict, text: str) -> dict[str, str]:
+    """The time-order rule of the package docstring: when two or more time fields of one
+    object (``dates.time_field``; not ``enum`` or ``const``) hold the same time and the
+    text writes exactly as many distinct times (``fsm.dates.times``: "from 5:30pm ... by
+    10:45pm", "kl. 18:00-23:30") as the object has time fields, the fields take them in
+    text order (schema order), each in a form its schema accepts; else no change.
+
+    Returns:
+        ``{name: new value}`` of the fields that change (empty: no change).
+    """
+    props = sub.get("properties") or {}
+    fields = []
+    for key, prop in props.items():
+        branch = _resolve(root, prop)
+        if not isinstance(branch, dict) or "enum" in branch or "const" in branch:
+            continue
+        if time_field(root, branch):
+            fields.append((key, branch))
+    held = [node.get(k) for k, _ in fields]
+    if len(fields) < 2 or not any(isinstance(v, str) and held.count(v) > 1 for v in held):
+        return {}
+    written = [t for t in times(text) if len(t) == 5]  # HH:MM, in order of first mention
+    if len(written) != len(fields):
+        return {}
+    out: dict[str, str] = {}
+    for (key, branch), t in zip(fields, written):
+        value = next((v for v in (t, t + ":00") if schema_accepts(root, branch, v)), None)
+        if value is None:
+            return {}
+        if value != node.get(key):
+            out[key] = value
+    return out

@@ -251,6 +251,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if not args.prompt.strip():
         raise CliError("--prompt is empty: give the text to generate from")
     constraint = read_constraint(args)
+    if args.seed is not None and args.temperature == 0:
+        print(
+            "structgen: warning: --seed has no effect without --temperature "
+            "(generate is greedy by default)",
+            file=sys.stderr,
+        )
     params = SamplingParams(
         max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed
     )
@@ -380,6 +386,24 @@ def _sampling_arg(field: str, convert: type):
     return parse
 
 
+def _port(text: str) -> int:
+    """The argparse type of ``--port``: a TCP port, 0 to 65535 (0: the system picks one)."""
+    port = int(text)  # ValueError: argparse's "invalid int value"
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a TCP port from 0 to 65535, got {port}")
+    return port
+
+
+def _positive(text: str) -> int:
+    """The argparse type of an int flag that must be >= 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an int >= 1, got {value}")
+    return value
+
+
+_port.__name__ = _positive.__name__ = "int"  # argparse names the type in "invalid int value"
+_LOG_LEVELS = ["critical", "error", "warning", "info", "debug", "trace"]  # uvicorn's
 _token_count = _sampling_arg("max_tokens", int)
 _temperature = _sampling_arg("temperature", float)
 
@@ -441,9 +465,9 @@ def build_parser() -> argparse.ArgumentParser:
     cons.add_argument("--grammar", help="a Lark, GBNF or EBNF grammar file")
     ge.add_argument(
         "--syntax",
-        default="auto",
+        default=None,
         choices=["auto", "lark", "gbnf", "ebnf"],
-        help="the --grammar file's syntax (auto: '::=' rules are GBNF, 'name:' rules Lark)",
+        help="the --grammar file's syntax (default auto: '::=' rules are GBNF, 'name:' rules Lark)",
     )
     ge.add_argument("--raw", action="store_true", help="send the prompt as is, no chat template")
     ge.add_argument("--model", default=None)
@@ -468,7 +492,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     se.add_argument("--model", default=None, help="a .gguf file or HF folder (default: SmolLM2)")
     se.add_argument("--host", default="127.0.0.1")
-    se.add_argument("--port", type=int, default=30000)
+    se.add_argument("--port", type=_port, default=30000, help="TCP port (default 30000)")
     se.add_argument("--served-model-name", default=None, help="the model name clients use")
     se.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY'")
     se.add_argument("--max-running-requests", type=int, default=None)
@@ -489,8 +513,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="seconds a collective waits for another rank (default 60)",
     )
-    se.add_argument("--max-n", type=int, default=16, help="largest n accepted")
-    se.add_argument("--log-level", default="info")
+    se.add_argument("--max-n", type=_positive, default=16, help="largest n accepted")
+    se.add_argument("--log-level", default="info", choices=_LOG_LEVELS, help="uvicorn's log level")
     se.set_defaults(func=cmd_serve)
     return parser
 

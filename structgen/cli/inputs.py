@@ -156,10 +156,14 @@ def read_constraint(args: argparse.Namespace) -> Any:
     ``--grammar`` (at most one is given), checked; None without one.
 
     Raises:
-        CliError: the constraint is malformed or does not compile (exit 2).
+        CliError: the constraint is malformed or does not compile, or ``--syntax`` is
+            given without ``--grammar`` (exit 2).
     """
     from structgen.fsm.spec import Choice, JsonSchema, Regex
 
+    syntax = getattr(args, "syntax", None)
+    if syntax is not None and args.grammar is None:
+        raise CliError(f"--syntax {syntax} goes with --grammar FILE (it is that file's syntax)")
     if args.regex is not None:
         from structgen.fsm.regex.parse import parse
 
@@ -179,7 +183,7 @@ def read_constraint(args: argparse.Namespace) -> Any:
             raise CliError("--choice needs comma-separated options")
         return Choice(options)
     if args.grammar is not None:
-        return load_grammar(args.grammar, args.syntax)
+        return load_grammar(args.grammar, syntax or "auto")
     return None
 
 

@@ -418,7 +418,10 @@ def _help_text(doc: str | None) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``structgen`` command (help texts without reST markup)."""
+    from structgen import __version__
+
     parser = argparse.ArgumentParser(prog="structgen", description=_help_text(__doc__))
+    parser.add_argument("--version", action="version", version=f"structgen {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     ex = sub.add_parser(
@@ -459,7 +462,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ge.add_argument("--prompt", required=True, help="the user message (sent as is with --raw)")
     cons = ge.add_mutually_exclusive_group()
-    cons.add_argument("--regex")
+    cons.add_argument("--regex", help="the output fully matches this regex (Python syntax)")
     cons.add_argument("--schema", help="JSON Schema file")
     cons.add_argument("--choice", help="comma-separated options, e.g. yes,no")
     cons.add_argument("--grammar", help="a Lark, GBNF or EBNF grammar file")
@@ -470,7 +473,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="the --grammar file's syntax (default auto: '::=' rules are GBNF, 'name:' rules Lark)",
     )
     ge.add_argument("--raw", action="store_true", help="send the prompt as is, no chat template")
-    ge.add_argument("--model", default=None)
+    ge.add_argument("--model", default=None, help="a .gguf file or HF folder (default: SmolLM2)")
     ge.add_argument("--quantization", default=None, help=_QUANTIZATION_HELP)
     ge.add_argument(
         "--max-tokens",
@@ -491,14 +494,21 @@ def build_parser() -> argparse.ArgumentParser:
         description=_help_text(cmd_serve.__doc__),
     )
     se.add_argument("--model", default=None, help="a .gguf file or HF folder (default: SmolLM2)")
-    se.add_argument("--host", default="127.0.0.1")
+    se.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     se.add_argument("--port", type=_port, default=30000, help="TCP port (default 30000)")
     se.add_argument("--served-model-name", default=None, help="the model name clients use")
     se.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY'")
-    se.add_argument("--max-running-requests", type=int, default=None)
-    se.add_argument("--max-kv-tokens", type=int, default=None)
-    se.add_argument("--max-model-len", type=int, default=None)
-    se.add_argument("--page-size", type=int, default=None)
+    se.add_argument(
+        "--max-running-requests", type=int, default=None, help="requests decoded together at most"
+    )
+    se.add_argument("--max-kv-tokens", type=int, default=None, help="KV cache capacity in tokens")
+    se.add_argument(
+        "--max-model-len",
+        type=int,
+        default=None,
+        help="most tokens a request holds, prompt included (default: the model's context)",
+    )
+    se.add_argument("--page-size", type=int, default=None, help="KV cache page size in tokens")
     se.add_argument("--dtype", default=None, help="float32, bfloat16, float16 or auto")
     se.add_argument("--tp", type=int, default=None, help="tensor-parallel ranks per replica")
     se.add_argument(

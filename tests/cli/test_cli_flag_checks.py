@@ -7,6 +7,8 @@ References: argparse's own usage errors (exit 2, ``structgen <cmd>: error: argum
 
 from __future__ import annotations
 
+import argparse
+
 import pytest
 
 import structgen.cli as cli
@@ -87,3 +89,21 @@ def test_seed_without_temperature_is_named(monkeypatch, capsys, flags, warned):
     err = capsys.readouterr().err
     line = "structgen: warning: --seed has no effect without --temperature"
     assert (line in err) is warned
+
+
+def test_version_flag_prints_the_package_version(capsys):
+    import structgen
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out.strip() == f"structgen {structgen.__version__}"
+
+
+@pytest.mark.parametrize("command", ["extract", "generate", "serve"])
+def test_every_flag_has_help(command):
+    """``structgen <command> --help`` explains every flag (none is a bare metavar)."""
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    bare = [a.option_strings[0] for a in sub.choices[command]._actions if not a.help]
+    assert bare == []

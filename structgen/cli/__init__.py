@@ -394,15 +394,22 @@ def _port(text: str) -> int:
     return port
 
 
-def _positive(text: str) -> int:
-    """The argparse type of an int flag that must be >= 1."""
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an int >= 1, got {value}")
-    return value
+def _at_least(low: int):
+    """The argparse type of an int flag that must be >= ``low``."""
+
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be an int >= {low}, got {value}")
+        return value
+
+    parse.__name__ = "int"  # argparse names the type in "invalid int value"
+    return parse
 
 
-_port.__name__ = _positive.__name__ = "int"  # argparse names the type in "invalid int value"
+_positive = _at_least(1)
+_seed = _at_least(0)  # the sampler seeds a PCG64 / torch generator with it: no negative seed
+_port.__name__ = "int"
 _LOG_LEVELS = ["critical", "error", "warning", "info", "debug", "trace"]  # uvicorn's
 _token_count = _sampling_arg("max_tokens", int)
 _temperature = _sampling_arg("temperature", float)
@@ -485,7 +492,9 @@ def build_parser() -> argparse.ArgumentParser:
     ge.add_argument(
         "--temperature", type=_temperature, default=0.0, help="sampling temperature (0: greedy)"
     )
-    ge.add_argument("--seed", type=int, default=None, help="sampling seed (reproducible output)")
+    ge.add_argument(
+        "--seed", type=_seed, default=None, help="sampling seed, >= 0 (reproducible output)"
+    )
     ge.set_defaults(func=cmd_generate)
 
     se = sub.add_parser(

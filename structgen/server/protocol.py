@@ -172,7 +172,7 @@ class _Sampling(_Model):
     model: str
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
-    seed: int | None = None
+    seed: int | None = Field(default=None, ge=0)  # the sampler's generators take no negative
     stop: str | list[str] | None = None
     n: int = Field(default=1, ge=1)
     stream: bool = False

@@ -107,3 +107,17 @@ def test_every_flag_has_help(command):
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     bare = [a.option_strings[0] for a in sub.choices[command]._actions if not a.help]
     assert bare == []
+
+
+def test_a_negative_seed_is_a_usage_error(no_model, capsys):
+    """The sampler seeds numpy's PCG64 (torch's generator on CUDA) with it, which takes no
+    negative seed: refused by argparse before any model work, not a ValueError traceback."""
+    import numpy as np
+
+    with pytest.raises(ValueError):  # the reference: what the sampler's generator says
+        np.random.default_rng(-5)
+    with pytest.raises(SystemExit) as exc:
+        main(["generate", "--prompt", "hi", "--temperature", "1", "--seed", "-5"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "structgen generate: error: argument --seed: must be an int >= 0, got -5" in err

@@ -64,3 +64,10 @@ def test_constraint_trigger_message_lists_every_constraint_field(client):
     assert err["param"] == "constraint_trigger"
     for field in ("grammar", "ebnf", "structural_tag", "structured_outputs", "tools"):
         assert field in err["message"]
+
+
+def test_a_negative_seed_is_400_naming_the_field(client):
+    """It was a 400 with no ``param`` and numpy's text ("expected non-negative integer")."""
+    err = _error(chat(client, seed=-1, temperature=1.0))
+    assert err["param"] == "seed" and "greater than or equal to 0" in err["message"]
+    assert chat(client, seed=0, temperature=1.0).status_code == 200

@@ -8,6 +8,7 @@ References: argparse's own usage errors (exit 2, ``structgen <cmd>: error: argum
 from __future__ import annotations
 
 import argparse
+import json
 
 import pytest
 
@@ -121,3 +122,37 @@ def test_a_negative_seed_is_a_usage_error(no_model, capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "structgen generate: error: argument --seed: must be an int >= 0, got -5" in err
+
+
+LINES = ['"Ann is 3."', '{"text": "Bo is 4."}', "", '"Cy is 5."']
+
+
+@pytest.mark.parametrize(
+    ("name", "json_lines"),
+    [
+        ("in.jsonl", True),
+        ("IN.JSONL", True),
+        ("in.ndjson", True),
+        ("in.NDJson", True),
+        ("in.txt", False),
+        ("in.json", False),
+        ("jsonl", False),
+    ],
+)
+def test_json_lines_inputs_are_told_by_their_ending_in_any_case(tmp_path, name, json_lines):
+    """A ``.JSONL`` or ``.ndjson`` file is one text a line (it was one document, its whole
+    JSON text extracted as one result); other endings stay one document."""
+    from argparse import Namespace
+
+    from structgen.cli.inputs import read_texts
+
+    path = tmp_path / name
+    content = "\n".join(LINES) + "\n"
+    path.write_text(content)
+    texts, lines = read_texts(Namespace(text=None, input=str(path)))
+    if json_lines:  # the reference: json.loads of each non-blank line
+        values = [json.loads(ln) for ln in LINES if ln]
+        assert texts == [v if isinstance(v, str) else v["text"] for v in values]
+        assert lines == [1, 2, 4]
+    else:
+        assert (texts, lines) == ([content], None)

@@ -68,13 +68,17 @@ class CutEngine:
         "failed": ("", 0, "error"),
     }
 
+    #: the answer to a text OUTPUTS does not list (None: such a text is a KeyError)
+    DEFAULT: tuple[str, int, str] | None = None
+
     def make_request(self, prompt, params, constraint):
         return prompt[-1]["content"]
 
     def run_requests(self, reqs, listener=None):
         outs = []
         for text in reqs:
-            out, n, why = self.OUTPUTS[text]
+            listed = text in self.OUTPUTS or self.DEFAULT is None
+            out, n, why = self.OUTPUTS[text] if listed else self.DEFAULT
             error = "prompt too long" if why == "error" else None
             outs.append(RequestOutput(text=out, token_ids=[0] * n, finish_reason=why, error=error))
         for i, out in enumerate(outs):

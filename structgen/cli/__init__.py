@@ -251,6 +251,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if not args.prompt.strip():
         raise CliError("--prompt is empty: give the text to generate from")
     constraint = read_constraint(args)
+    if args.seed is not None and args.temperature == 0:
+        print(
+            "structgen: warning: --seed has no effect without --temperature "
+            "(generate is greedy by default)",
+            file=sys.stderr,
+        )
     params = SamplingParams(
         max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed
     )
@@ -380,6 +386,31 @@ def _sampling_arg(field: str, convert: type):
     return parse
 
 
+def _port(text: str) -> int:
+    """The argparse type of ``--port``: a TCP port, 0 to 65535 (0: the system picks one)."""
+    port = int(text)  # ValueError: argparse's "invalid int value"
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a TCP port from 0 to 65535, got {port}")
+    return port
+
+
+def _at_least(low: int):
+    """The argparse type of an int flag that must be >= ``low``."""
+
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be an int >= {low}, got {value}")
+        return value
+
+    parse.__name__ = "int"  # argparse names the type in "invalid int value"
+    return parse
+
+
+_positive = _at_least(1)
+_seed = _at_least(0)  # the sampler seeds a PCG64 / torch generator with it: no negative seed
+_port.__name__ = "int"
+_LOG_LEVELS = ["critical", "error", "warning", "info", "debug", "trace"]  # uvicorn's
 _token_count = _sampling_arg("max_tokens", int)
 _temperature = _sampling_arg("temperature", float)
 
@@ -394,7 +425,10 @@ def _help_text(doc: str | None) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``structgen`` command (help texts without reST markup)."""
+    from structgen import __version__
+
     parser = argparse.ArgumentParser(prog="structgen", description=_help_text(__doc__))
+    parser.add_argument("--version", action="version", version=f"structgen {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     ex = sub.add_parser(
@@ -435,18 +469,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ge.add_argument("--prompt", required=True, help="the user message (sent as is with --raw)")
     cons = ge.add_mutually_exclusive_group()
-    cons.add_argument("--regex")
+    cons.add_argument("--regex", help="the output fully matches this regex (Python syntax)")
     cons.add_argument("--schema", help="JSON Schema file")
     cons.add_argument("--choice", help="comma-separated options, e.g. yes,no")
     cons.add_argument("--grammar", help="a Lark, GBNF or EBNF grammar file")
     ge.add_argument(
         "--syntax",
-        default="auto",
+        default=None,
         choices=["auto", "lark", "gbnf", "ebnf"],
-        help="the --grammar file's syntax (auto: '::=' rules are GBNF, 'name:' rules Lark)",
+        help="the --grammar file's syntax (default auto: '::=' rules are GBNF, 'name:' rules Lark)",
     )
     ge.add_argument("--raw", action="store_true", help="send the prompt as is, no chat template")
-    ge.add_argument("--model", default=None)
+    ge.add_argument("--model", default=None, help="a .gguf file or HF folder (default: SmolLM2)")
     ge.add_argument("--quantization", default=None, help=_QUANTIZATION_HELP)
     ge.add_argument(
         "--max-tokens",
@@ -458,7 +492,9 @@ def build_parser() -> argparse.ArgumentParser:
     ge.add_argument(
         "--temperature", type=_temperature, default=0.0, help="sampling temperature (0: greedy)"
     )
-    ge.add_argument("--seed", type=int, default=None, help="sampling seed (reproducible output)")
+    ge.add_argument(
+        "--seed", type=_seed, default=None, help="sampling seed, >= 0 (reproducible output)"
+    )
     ge.set_defaults(func=cmd_generate)
 
     se = sub.add_parser(
@@ -467,14 +503,21 @@ def build_parser() -> argparse.ArgumentParser:
         description=_help_text(cmd_serve.__doc__),
     )
     se.add_argument("--model", default=None, help="a .gguf file or HF folder (default: SmolLM2)")
-    se.add_argument("--host", default="127.0.0.1")
-    se.add_argument("--port", type=int, default=30000)
+    se.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    se.add_argument("--port", type=_port, default=30000, help="TCP port (default 30000)")
     se.add_argument("--served-model-name", default=None, help="the model name clients use")
     se.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY'")
-    se.add_argument("--max-running-requests", type=int, default=None)
-    se.add_argument("--max-kv-tokens", type=int, default=None)
-    se.add_argument("--max-model-len", type=int, default=None)
-    se.add_argument("--page-size", type=int, default=None)
+    se.add_argument(
+        "--max-running-requests", type=int, default=None, help="requests decoded together at most"
+    )
+    se.add_argument("--max-kv-tokens", type=int, default=None, help="KV cache capacity in tokens")
+    se.add_argument(
+        "--max-model-len",
+        type=int,
+        default=None,
+        help="most tokens a request holds, prompt included (default: the model's context)",
+    )
+    se.add_argument("--page-size", type=int, default=None, help="KV cache page size in tokens")
     se.add_argument("--dtype", default=None, help="float32, bfloat16, float16 or auto")
     se.add_argument("--tp", type=int, default=None, help="tensor-parallel ranks per replica")
     se.add_argument(
@@ -489,8 +532,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="seconds a collective waits for another rank (default 60)",
     )
-    se.add_argument("--max-n", type=int, default=16, help="largest n accepted")
-    se.add_argument("--log-level", default="info")
+    se.add_argument("--max-n", type=_positive, default=16, help="largest n accepted")
+    se.add_argument("--log-level", default="info", choices=_LOG_LEVELS, help="uvicorn's log level")
     se.set_defaults(func=cmd_serve)
     return parser
 

@@ -156,10 +156,14 @@ def read_constraint(args: argparse.Namespace) -> Any:
     ``--grammar`` (at most one is given), checked; None without one.
 
     Raises:
-        CliError: the constraint is malformed or does not compile (exit 2).
+        CliError: the constraint is malformed or does not compile, or ``--syntax`` is
+            given without ``--grammar`` (exit 2).
     """
     from structgen.fsm.spec import Choice, JsonSchema, Regex
 
+    syntax = getattr(args, "syntax", None)
+    if syntax is not None and args.grammar is None:
+        raise CliError(f"--syntax {syntax} goes with --grammar FILE (it is that file's syntax)")
     if args.regex is not None:
         from structgen.fsm.regex.parse import parse
 
@@ -179,17 +183,21 @@ def read_constraint(args: argparse.Namespace) -> Any:
             raise CliError("--choice needs comma-separated options")
         return Choice(options)
     if args.grammar is not None:
-        return load_grammar(args.grammar, args.syntax)
+        return load_grammar(args.grammar, syntax or "auto")
     return None
+
+
+#: the ``--input`` name endings (compared lowercased) read as JSON Lines, one text a line
+JSON_LINES_SUFFIXES = (".jsonl", ".ndjson")
 
 
 def read_texts(args: argparse.Namespace) -> tuple[list[str], list[int] | None]:
     """``extract``'s texts: ``--text``, the ``--input`` file, or stdin.
 
     Returns:
-        The texts, and for a JSON Lines input (``.jsonl``: one JSON string or object with
-        ``"text"`` per non-blank line) each text's line number (one result line per
-        text); None for a single text.
+        The texts, and for a JSON Lines input (``.jsonl`` or ``.ndjson``, any case: one
+        JSON string or object with ``"text"`` per non-blank line) each text's line number
+        (one result line per text); None for a single text.
 
     Raises:
         CliError: the input file is missing, a directory or not UTF-8, a JSON line is
@@ -206,7 +214,7 @@ def read_texts(args: argparse.Namespace) -> tuple[list[str], list[int] | None]:
             content = p.read_text(encoding="utf-8")
         except UnicodeDecodeError as exc:
             raise CliError(f"input file {args.input} is not UTF-8 text: {exc}") from None
-        if p.suffix == ".jsonl":
+        if p.suffix.lower() in JSON_LINES_SUFFIXES:
             texts, lines = [], []
             for n, line in enumerate(content.splitlines(), 1):
                 if not line.strip():

@@ -319,9 +319,10 @@ def select(name: str | None, choices: Sequence[Any]) -> Select | Gen:
     (128 without one); the capture is the text generated (no scores).
 
     Raises:
-        RequestError: no options, one string instead of a list, an empty string, a bad
-            name, or an option that is not a string, a regex or grammar gen, or a spec (a
-            program: a concatenation, a role, another select, a JSON Schema gen...).
+        RequestError: no options, one string instead of a list, an empty string, a
+            string listed twice, a bad name, or an option that is not a string, a regex or
+            grammar gen, or a spec (a program: a concatenation, a role, another select, a
+            JSON Schema gen...).
         InvalidGrammarError, RegexError: an option does not compile (checked now).
     """
     from structgen.fsm.spec import Grammar, Regex
@@ -332,6 +333,13 @@ def select(name: str | None, choices: Sequence[Any]) -> Select | Gen:
     opts = tuple(choices)
     if not opts or any(isinstance(c, str) and not c for c in opts):
         raise RequestError("select needs a non-empty list of options (no empty string)")
+    first: dict[str, int] = {}
+    for i, c in enumerate(opts):
+        if isinstance(c, str) and first.setdefault(c, i) != i:
+            raise RequestError(
+                f"select option {c!r} is listed twice (options {first[c]} and {i}); "
+                "select_scores keys its scores by option, so each must be distinct"
+            )
     if all(isinstance(c, str) for c in opts):
         return Select(name, opts)
     options: list[Any] = []

@@ -58,6 +58,7 @@ class Program:
         return self.run(*args, **kwargs)
 
     def _execute(self, state: ProgramState, args: tuple, kwargs: dict) -> ProgramState:
+        _check_arguments(self.fn, args, kwargs)
         try:
             self.fn(state, *args, **kwargs)
         except ProgramError:
@@ -222,6 +223,36 @@ def function(fn: Callable[..., Any]) -> Program:
     if bad:
         raise RequestError(f"{fn.__name__} uses the reserved argument name {bad[0]!r}")
     return Program(fn)
+
+
+def _check_arguments(fn: Callable[..., Any], args: tuple, kwargs: dict) -> None:
+    """Check that ``fn(state, *args, **kwargs)`` binds, before the program runs.
+
+    Raises:
+        ProgramError: the arguments do not fit ``fn``'s parameters; the message names the
+            program, what is wrong and the parameters it takes after the state, and
+            ``filename`` / ``lineno`` point at the function's ``def`` (the line of the
+            call is the caller's own traceback).
+    """
+    import inspect
+
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return  # no signature to check: the call itself will say
+    try:
+        sig.bind(None, *args, **kwargs)
+    except TypeError as exc:
+        rest = sig.replace(parameters=list(sig.parameters.values())[1:])
+        takes = str(rest)[1:-1] or "nothing"  # "(q, *, k=1)" without its parentheses
+        code = getattr(fn, "__code__", None)
+        raise ProgramError(
+            f"program {fn.__name__!r} cannot run with these arguments: {exc} (after the "
+            f"state it takes: {takes})",
+            filename=code.co_filename if code else "",
+            lineno=code.co_firstlineno if code else 0,
+            original=exc,
+        ) from None
 
 
 def _program_error(fn: Callable[..., Any], exc: BaseException) -> ProgramError:

@@ -101,6 +101,12 @@ async def prepare_chat(state: sv.ServerState, req: ChatCompletionRequest) -> Cha
     """
     if req.n > state.max_n:
         raise APIError(f"n must be at most {state.max_n}, got {req.n}", param="n")
+    if req.top_logprobs and not req.logprobs:  # vLLM's rule (0 alone is allowed)
+        raise APIError(
+            "top_logprobs needs logprobs: true (it is the number of alternatives "
+            "listed beside each token's log-probability)",
+            param="top_logprobs",
+        )
     if req.tool_choice is not None and req.tool_choice != "none" and not req.tools:
         raise APIError("tool_choice needs tools", param="tool_choice")
     tokenizer = getattr(state.engine.engine, "tokenizer", None)
@@ -135,6 +141,7 @@ async def prepare_chat(state: sv.ServerState, req: ChatCompletionRequest) -> Cha
     except Exception as exc:  # noqa: BLE001 - the template rejected the conversation
         raise APIError(f"the chat template failed: {exc}", param="messages") from None
     room = sv.check_prompt(state, ids, "messages")
+    sv.check_token_ids(state, req)
     max_tokens = req.max_completion_tokens or req.max_tokens
     top = (req.top_logprobs or 0) if req.logprobs else None
     params = sv.sampling_params(req, max_tokens, room, top)

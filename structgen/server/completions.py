@@ -64,6 +64,7 @@ async def prepare_completion(state: sv.ServerState, req: CompletionRequest) -> C
         raise APIError("suffix is not supported", param="suffix")
     prompts, texts = _prompts(state, req.prompt)
     room = min(sv.check_prompt(state, ids, "prompt") for ids in prompts)
+    sv.check_token_ids(state, req)
     term, param = sv.request_constraint(req)
     params = sv.sampling_params(req, req.max_tokens, room, req.logprobs)
     prompt_lp = req.logprobs if (req.echo and req.logprobs is not None) else None

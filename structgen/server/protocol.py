@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import difflib
 import logging
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -172,14 +172,15 @@ class _Sampling(_Model):
     model: str
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
-    seed: int | None = None
+    seed: int | None = Field(default=None, ge=0)  # the sampler's generators take no negative
     stop: str | list[str] | None = None
     n: int = Field(default=1, ge=1)
     stream: bool = False
     stream_options: StreamOptions | None = None
     presence_penalty: float = Field(default=0.0, ge=-2.0, le=2.0)
     frequency_penalty: float = Field(default=0.0, ge=-2.0, le=2.0)
-    logit_bias: dict[str, float] | None = None
+    # OpenAI's range: -100 bans the token, 100 makes it the only choice
+    logit_bias: dict[str, Annotated[float, Field(ge=-100.0, le=100.0)]] | None = None
     response_format: ResponseFormat | None = None
     user: str | None = None
     # structgen / vLLM extras

@@ -39,6 +39,7 @@ __all__ = [
     "ServerState",
     "chat_logprobs",
     "check_prompt",
+    "check_token_ids",
     "compile_constraint",
     "completion_logprobs",
     "request_constraint",
@@ -180,8 +181,9 @@ def request_constraint(req: Any, has_tools: bool = False) -> tuple[Any, str]:
     if not found:
         if trigger is not None and not has_tools:
             raise APIError(
-                "constraint_trigger needs a constraint (response_format, regex, "
-                "choice, guided_json or tools)",
+                "constraint_trigger needs a constraint (response_format, regex, choice, "
+                "grammar, ebnf, structural_tag, structured_outputs, a guided_* field or "
+                "tools)",
                 param="constraint_trigger",
             )
         return None, "response_format"
@@ -472,6 +474,30 @@ def check_prompt(state: ServerState, ids: list[int], param: str) -> int:
             code="context_length_exceeded",
         )
     return limit - len(ids)
+
+
+def check_token_ids(state: ServerState, req: Any) -> None:
+    """Check the token ids a request names outside its prompt (``logit_bias`` keys,
+    ``stop_token_ids``) against the vocabulary, as vLLM does: an id the model has no row
+    for would be ignored silently by the sampler.
+
+    Raises:
+        APIError: 400 naming the field and the first id outside ``[0, vocab_size)``.
+    """
+    vocab_size = state.engine.engine.vocab_size
+    fields = (("logit_bias", req.logit_bias or {}), ("stop_token_ids", req.stop_token_ids or []))
+    for param, ids in fields:
+        for t in ids:
+            try:
+                ok = 0 <= int(t) < vocab_size
+            except ValueError:
+                continue  # a key that is not an integer: SamplingParams names it
+            if not ok:
+                raise APIError(
+                    f"{param}: token id {t} is not in this model's vocabulary "
+                    f"(ids are in [0, {vocab_size}))",
+                    param=param,
+                )
 
 
 def sampling_params(

@@ -141,10 +141,36 @@ def _lower_arguments(params_json: str, strict: bool, where: str) -> LoweredRegex
     try:
         if isinstance(params, dict):
             check_schema(params)
+        params = _object_arguments(params)
         return JsonSchema(params, allow_extra_properties=False).lower()
     except SchemaError as exc:  # the same error, its message naming the tool
         exc.args = (f"{where}: function.parameters: {exc}",)
         raise exc from None
+
+
+def _object_arguments(params: Any) -> Any:
+    """``params`` narrowed to JSON objects: a call's arguments are one JSON object (OpenAI
+    requires ``"type": "object"`` parameters, and clients parse the arguments as one). A
+    schema without ``type`` (``{}``, ``true``, only ``properties``...) gets
+    ``"type": "object"`` beside its other keywords, a type list keeps only ``"object"``.
+
+    Raises:
+        InvalidSchemaError: ``params`` has a ``type`` that excludes ``"object"`` (at ``/type``).
+    """
+    from structgen.errors import InvalidSchemaError
+
+    if params is True:
+        return {"type": "object"}
+    if not isinstance(params, dict):
+        return params  # False: no value, which the compile reports
+    types = params.get("type", "object")
+    if types != "object" and "object" not in (types if isinstance(types, list) else [types]):
+        raise InvalidSchemaError(
+            f"a tool's parameters describe its arguments, one JSON object, so their schema "
+            f"must allow type 'object'; got type {types!r}",
+            "/type",
+        )
+    return {**params, "type": "object"}
 
 
 def free_text_regex(trigger: str, not_first: str = "") -> str | None:

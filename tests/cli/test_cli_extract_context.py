@@ -11,37 +11,18 @@ import json
 import pytest
 
 from structgen import cli
-from structgen.runtime.outputs import RequestOutput
+from tests.test_errors import CutEngine
 
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
 
 
-class ShortContextEngine:
+class ShortContextEngine(CutEngine):
     """Cuts every output after 7 tokens, as a 300-token context would (max_tokens: 512);
     a text ``"CLOSED"`` gets a JSON the grammar closed before the context cut it, a text
     ``"MAX"`` one closed before ``max_tokens`` (512 tokens) cut it."""
 
-    vocab = None
-
-    def make_request(self, prompt, params, constraint):
-        return prompt[-1]["content"]
-
-    def run_requests(self, reqs, listener=None):
-        outs = [self._answer(text) for text in reqs]
-        for i, out in enumerate(outs):
-            if listener is not None:
-                listener(i, out)
-        return outs
-
-    def max_request_tokens(self):
-        return 300
-
-    @staticmethod
-    def _answer(text):
-        n = {"CLOSED": 7, "MAX": 512}.get(text)
-        if n is None:
-            return RequestOutput(text='{"n":', token_ids=[0] * 7, finish_reason="length")
-        return RequestOutput(text='{"n":3}', token_ids=[0] * n, finish_reason="length")
+    OUTPUTS = {"CLOSED": ('{"n":3}', 7, "length"), "MAX": ('{"n":3}', 512, "length")}
+    DEFAULT = ('{"n":', 7, "length")
 
 
 CONTEXT_CUT = (

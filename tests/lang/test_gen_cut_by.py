@@ -12,11 +12,12 @@ import jsonschema
 import pytest
 
 import structgen
-from structgen import Engine, SamplingParams, gen, template
+from structgen import SamplingParams, gen, template
 from structgen.errors import ExtractionError, LengthLimit, ProgramError, RequestError
 from structgen.fsm.spec import JsonSchema
 from structgen.lang.driver import _parse_calls, _parse_json, cut_by
 from structgen.runtime.outputs import RequestMetrics, RequestOutput
+from tests.lang._short_context import short_context_engine
 
 # a string of 40 characters at least: its JSON cannot close within a few tokens
 LONG = {
@@ -36,12 +37,7 @@ CONTEXT_LEFT = 6  # output tokens the short-context engine leaves after PROMPT
 @pytest.fixture(scope="module")
 def short_engine(tiny_llama_dir, tiny_engine):
     """The tiny Llama with a context that leaves CONTEXT_LEFT tokens after PROMPT."""
-    limit = len(tiny_engine.tokenizer.encode(PROMPT, add_special_tokens=False)) + CONTEXT_LEFT
-    engine = Engine(
-        str(tiny_llama_dir), dtype="float32", max_kv_tokens=2048, page_size=4, max_model_len=limit
-    )
-    assert engine.max_request_tokens() == limit
-    return engine
+    return short_context_engine(tiny_llama_dir, tiny_engine.tokenizer, PROMPT, CONTEXT_LEFT)
 
 
 def _json_prog(schema, max_tokens):

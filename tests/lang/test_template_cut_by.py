@@ -10,9 +10,10 @@ from __future__ import annotations
 import pytest
 
 import structgen
-from structgen import Engine, SamplingParams, template
+from structgen import SamplingParams, template
 from structgen.errors import LengthLimit
 from structgen.lang.expr import TemplateFill
+from tests.lang._short_context import short_context_engine
 
 PROMPT = "Ann.\n"
 CONTEXT_LEFT = 6  # output tokens the short-context engine leaves after PROMPT
@@ -20,12 +21,8 @@ CONTEXT_LEFT = 6  # output tokens the short-context engine leaves after PROMPT
 
 @pytest.fixture(scope="module")
 def short_engine(tiny_llama_dir, tiny_engine):
-    limit = len(tiny_engine.tokenizer.encode(PROMPT, add_special_tokens=False)) + CONTEXT_LEFT
-    engine = Engine(
-        str(tiny_llama_dir), dtype="float32", max_kv_tokens=2048, page_size=4, max_model_len=limit
-    )
-    assert engine.max_request_tokens() == limit
-    return engine
+    """The tiny Llama with a context that leaves CONTEXT_LEFT tokens after PROMPT."""
+    return short_context_engine(tiny_llama_dir, tiny_engine.tokenizer, PROMPT, CONTEXT_LEFT)
 
 
 def _reference(engine, tpl, max_tokens):

@@ -385,7 +385,14 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   ``records.leg_items``); an array of day numbers (a weekday enum and a number) from the
   text's one longest run of clauses each naming one weekday, a numeral right after it
   ("Mon 8.5 h, Tue 7.5 h"; "Monday seven hours, Tuesday eight, Wednesday I was off
-  sick": ``records.day_number_items``).
+  sick": ``records.day_number_items``); an array of table rows (one free string or date
+  and two or more numbers) from the text's one longest run of two or more lines each
+  writing the label and then exactly those numerals, units and currency marks between
+  ("2  Marske Athletic  14  9  2  3  29", "03/03/2027 - 52.4 l - £79.12":
+  ``rows.row_items``); an array of labelled amounts (one free string, one money number)
+  from the one list after a "Label:" that names it, or, where the object's arrays of
+  that shape are as many as the unnamed lists, in order ("Payments: hall hire £960.00;
+  insurance £118.40": ``rows.amount_items``).
 
 A replacement is kept only when the object stays valid under the schema (``jsonschema``).
 The rules read the text only (no model call); ``extract(evidence=...)`` turns them on,
@@ -402,7 +409,8 @@ e-mail shape, invented e-mail, URI shape, pattern shape and label list rules,
 ``roles.py`` the role rule, ``names.py`` the name-run, place-list, sibling-cut,
 sentence-cut, date-tail, dangling-end, label-word, possessive, honorific and appositive
 rules (where a copied name starts and ends), ``records.py`` the weekly-session,
-identified-record, travel-leg and day-number rules, ``dates.py`` the date order, date
+identified-record, travel-leg and day-number rules, ``rows.py`` the table-row and
+labelled-amount rules, ``dates.py`` the date order, date
 null, named date (and its renamed-date twin) and stated-order rules, ``contacts.py`` the
 contact rule, ``nulls.py`` the null, identifier null, placeholder and denied-array
 rules, ``counted.py`` the arrays of counted goods, measurements, keyed values, quoted

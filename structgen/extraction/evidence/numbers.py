@@ -129,6 +129,29 @@ def dated_numerals(name: str, spans: list, dates: list[tuple[int, int]]) -> froz
     )
 
 
+# a money field's name words beyond ``labels.is_amount_field``'s: a balance is money too
+_MONEY_STEMS = frozenset({"balanc"})
+_YEAR = re.compile(r"19[0-9]{2}|20[0-9]{2}|2100")
+
+
+def unmarked_numerals(stems: list[str], spans: list, amounts: list, text: str) -> frozenset[int]:
+    """The indices of ``spans`` (``fsm.numerals.numeral_spans``) that write a year (four
+    digits, 1900 to 2100) without a currency mark, for a field named for money
+    (``labels.is_amount_field``, or a ``balance``) in a text that writes currency-marked
+    numerals (``amounts``: ``labels.amount_spans``): such a field takes no year ("Balance
+    brought forward from 2025: £1,284.60" is 1284.60, not 2025). Empty for any other field
+    or a text without marked numerals. Raises: never.
+    """
+    if not amounts or not (is_amount_field(stems) or _MONEY_STEMS & set(stems)):
+        return frozenset()
+    marked = {(a, b) for a, b, _ in amounts}
+    return frozenset(
+        i
+        for i, (a, b, _) in enumerate(spans)
+        if (a, b) not in marked and _YEAR.fullmatch(text[a:b])
+    )
+
+
 def _cover(doc: TextWords, k: int, stems: list[str]) -> int:
     """How many of ``stems`` the words of word ``k``'s clause within ``_WINDOW_COVER``
     words of it match, or write an alias of (``text.NUMBER_ALIASES``: "six people" covers

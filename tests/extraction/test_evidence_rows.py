@@ -144,3 +144,27 @@ def test_a_money_field_takes_no_year_where_amounts_are_marked():
     text = "Opening balance carried over from 2026 was 612.40 in cash."
     out, _ = apply_evidence(schema, text, {"opening_balance": 612.4, "members": 0})
     assert out["opening_balance"] == 612.4
+
+
+def test_a_whole_word_mention_outranks_a_prefix_in_a_tie():
+    schema = _obj(matchday=INT, postponed_matches=INT)
+    text = "Standings after matchday 12. Two fixtures were postponed."
+    # "matchday 12" mentions ``matchday`` by a whole word and ``postponed_matches`` by
+    # a prefix ("match"): a tie that left both to the model before
+    out, changed = apply_evidence(schema, text, {"matchday": 12, "postponed_matches": 12})
+    assert out == {"matchday": 12, "postponed_matches": 2} and changed == ["postponed_matches"]
+
+
+def test_a_bracketed_count_is_a_detail_of_its_item():
+    item = _obj(dish=STR, quantity=INT, unit_price=NUM)
+    schema = _obj(items=_arr(item))
+    text = (
+        "Order: 20 x spring rolls at €0.90 each; 2 boxes of dumplings (30 pieces per box) "
+        "at €24.00 per box; 20 x sesame balls at €0.70."
+    )
+    out, _ = apply_evidence(schema, text, {"items": []})
+    assert out["items"] == [
+        {"dish": "spring rolls", "quantity": 20, "unit_price": 0.9},
+        {"dish": "boxes of dumplings", "quantity": 2, "unit_price": 24},
+        {"dish": "sesame balls", "quantity": 20, "unit_price": 0.7},
+    ]

@@ -38,7 +38,12 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   ``monthly_fee`` 349, not the nearer bare "fee" of 199), and one numeral goes to one
   field: the sibling whose mention ranks best (cover, then distance) takes it and the
   others their next candidates ("Gross salary NOK 48 750,00 ... Net pay NOK 34 125,00":
-  ``net_pay`` takes 34 125, ``gross_pay`` 48 750; ``evidence.numbers.assign_numbers``).
+  ``net_pay`` takes 34 125, ``gross_pay`` 48 750; ``evidence.numbers.assign_numbers``);
+  of two mentions ranked equal so far, one by a whole name word outranks one by a word
+  the name's word only starts ("after matchday 14": ``matchday``'s, not
+  ``postponed_matches``'). A field named for money (``labels.is_amount_field``, or a
+  ``balance``) takes no year written without a currency mark where the text marks
+  amounts ("Balance brought forward from 2025: £1,284.60"; ``numbers.unmarked_numerals``).
   An alias counts for the cover of the word it stands for ("for six people in total":
   ``passengers`` covers "people" fully and takes 6 before ``total_price``'s "total").
   A numeral that is one end of a range ("between 128 and 136 systolic") is not a

@@ -56,7 +56,7 @@ def number_candidates(
     window: int = _WINDOW_NUMBER,
     name_first: bool = False,
     skip: frozenset[int] = frozenset(),
-) -> list[tuple[tuple[int, int, int], int, Decimal]]:
+) -> list[tuple[tuple[int, int, int, int], int, Decimal]]:
     """The numerals a number field's mentions point at, best first (the number rule of
     the package docstring).
 
@@ -78,14 +78,15 @@ def number_candidates(
 
     Returns:
         ``(rank, index, value)`` per numeral some mention points at: ``rank`` is
-        ``(-cover, distance in words, 0 when the numeral comes first)`` of its best
+        ``(-cover, distance in words, 0 when the numeral comes first, 0 when the
+        mention is a whole name word's stem, not a longer word it starts)`` of its best
         mention, ``index`` the numeral's index in ``spans``, ``value`` its first reading
         the field accepts; sorted by rank. Raises: never.
     """
     mentions = name_mentions(doc, stems)
     cover = {k: _cover(doc, k, stems) for k in mentions}
     in_range = {k for pair in _ranges(doc, spans) for k in pair}
-    best: dict[int, tuple[tuple[int, int, int], int, Decimal]] = {}
+    best: dict[int, tuple[tuple[int, int, int, int], int, Decimal]] = {}
     for index, (start, end, values) in enumerate(spans):
         if index in in_range or index in skip:
             continue  # one end of "65 to 80": neither is the value of a plain field
@@ -103,7 +104,10 @@ def number_candidates(
             dist = first - k if k < first else k - last
             if dist > window:
                 continue
-            rank = (-cover[k], dist, 0 if last < k else 1)
+            # a mention by a whole name word outranks, all else equal, one by a prefix
+            # ("14" after "matchday" is ``matchday``'s, not ``postponed_matches``')
+            exact = 0 if doc.words[k][0] in stems else 1
+            rank = (-cover[k], dist, 0 if last < k else 1, exact)
             if index not in best or rank < best[index][0]:
                 best[index] = (rank, index, fitting[0])
     return sorted(best.values(), key=lambda c: (c[0], c[1]))
@@ -188,7 +192,7 @@ def number_value(
 
 
 def assign_numbers(
-    candidates: dict[str, list[tuple[tuple[int, int, int], int, Decimal]]],
+    candidates: dict[str, list[tuple[tuple[int, int, int, int], int, Decimal]]],
 ) -> dict[str, Decimal]:
     """Sibling number fields' values from their candidates (``number_candidates``), one
     numeral to one field: the field with the best-ranked candidate (of two ranked

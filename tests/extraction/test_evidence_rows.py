@@ -168,3 +168,15 @@ def test_a_bracketed_count_is_a_detail_of_its_item():
         {"dish": "boxes of dumplings", "quantity": 2, "unit_price": 24},
         {"dish": "sesame balls", "quantity": 20, "unit_price": 0.7},
     ]
+
+
+def test_a_money_field_the_text_denies_is_zero():
+    schema = _obj(repair_cost=NUM, deposit_paid=NUM)
+    text = "Repair cost £80.00 for the new hinge. She didn't leave a deposit."
+    out, changed = apply_evidence(schema, text, {"repair_cost": 80, "deposit_paid": 80})
+    assert out == {"repair_cost": 80, "deposit_paid": 0} and changed == ["deposit_paid"]
+    # a number not named for money keeps the model's value
+    schema = _obj(repair_cost=NUM, weight_kg=NUM)
+    text = "Repair cost £80.00 for the new hinge. No weight was recorded."
+    out, _ = apply_evidence(schema, text, {"repair_cost": 80, "weight_kg": 3})
+    assert out["weight_kg"] == 3

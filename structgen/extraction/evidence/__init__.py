@@ -63,8 +63,9 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   ``pattern`` (under copy constraints every value is a span of the text: "bought one
   laptop stand" for "she left no email") (**denied string**; a string field the schema
   does not require is left out on the same evidence); a non-nullable
-  integer field that no numeral decides, whose bounds take 0 and whose name the text
-  mentions only negated is 0 ("no checked baggage": **denied count**). A non-nullable
+  integer field, or number field named for money, that no numeral decides, whose bounds
+  take 0 and whose name the text mentions only negated is 0 ("no checked baggage", "You
+  didn't leave a deposit": **denied count**; the money rule does not fill it again). A non-nullable
   number field whose bounds take 0 and a mention of whose name is followed in its clause,
   at most two words on, by "waived", "nothing", "nil", "none", "free" or "zero" is 0
   (**stated zero**, ``numbers.stated_zero``: "Deposit: none required"; before the number

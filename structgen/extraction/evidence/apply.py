@@ -186,6 +186,7 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
                 elif node[name] != 0 and denied_count(doc, stems, schema, prop):
                     node[name] = 0  # "no checked baggage": a count the text denies
                     changed.append(path + name)
+                    denied_numbers.add(name)  # "didn't leave a deposit": no amount refills it
                 elif node[name] != 0 and stated_zero(doc, stems, schema, prop):
                     node[name] = 0  # "Joining fee: waived", "Deposit: none required"
                     changed.append(path + name)

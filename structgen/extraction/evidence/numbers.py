@@ -385,13 +385,17 @@ def amount_value(root: Any, prop: Any, name: str, value: Any, amounts: list) -> 
 
 
 def denied_count(doc: TextWords, stems: list[str], root: Any, prop: Any) -> bool:
-    """The denied-count rule of the package docstring: a non-nullable integer field whose
-    bounds take 0 and whose name's words the text mentions only negated.
+    """The denied-count rule of the package docstring: a non-nullable integer field, or
+    number field named for money (``labels.is_amount_field``: "You didn't leave a
+    deposit" for ``deposit_paid``), whose bounds take 0 and whose name's words the text
+    mentions only negated.
     """
     kind, branch = field_kind(root, prop)
     types = branch.get("type")
     types = {types} if isinstance(types, str) else set(types or ())
-    if kind != "number" or "integer" not in types or is_nullable(root, prop):
+    if kind != "number" or is_nullable(root, prop):
+        return False
+    if "integer" not in types and not is_amount_field(stems):
         return False
     return accepts_number(branch, Decimal(0)) and all_negated(doc, stems)
 

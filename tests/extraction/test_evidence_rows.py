@@ -180,3 +180,22 @@ def test_a_money_field_the_text_denies_is_zero():
     text = "Repair cost £80.00 for the new hinge. No weight was recorded."
     out, _ = apply_evidence(schema, text, {"repair_cost": 80, "weight_kg": 3})
     assert out["weight_kg"] == 3
+
+
+def test_dated_entries_in_one_sentence():
+    item = _obj(date=DATE, kwh=NUM, cost=NUM)
+    schema = _obj(owner=STR, sessions=_arr(item))
+    text = (
+        "Charging claim from Ines Duarte. I charged twice: on 3 May 2027, 22.5 kWh for "
+        "€7.10, and on 19 May 2027, forty kWh for €12.60. Please refund with May pay."
+    )
+    out, changed = apply_evidence(schema, text, {"owner": "Ines Duarte", "sessions": []})
+    assert out["sessions"] == [
+        {"date": "2027-05-03", "kwh": 22.5, "cost": 7.1},
+        {"date": "2027-05-19", "kwh": 40, "cost": 12.6},
+    ]
+    assert changed == ["sessions"]
+    # a date followed by one numeral only: no records
+    text = "I charged on 3 May 2027 for €7.10 and on 19 May 2027, forty kWh for €12.60."
+    out, _ = apply_evidence(schema, text, {"owner": "Ines Duarte", "sessions": []})
+    assert out["sessions"] == []

@@ -395,10 +395,13 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   and two or more numbers) from the text's one longest run of two or more lines each
   writing the label and then exactly those numerals, units and currency marks between
   ("2  Marske Athletic  14  9  2  3  29", "03/03/2027 - 52.4 l - £79.12":
-  ``rows.row_items``); an array of labelled amounts (one free string, one money number)
-  from the one list after a "Label:" that names it, or, where the object's arrays of
-  that shape are as many as the unnamed lists, in order ("Payments: hall hire £960.00;
-  insurance £118.40": ``rows.amount_items``).
+  ``rows.row_items``), or, keyed by a date, from the one sentence writing two or more
+  dates each followed by exactly those numerals ("on 6 April 2027, 41.2 litres for
+  758,08 kr, and on 22 April 2027, ...": ``rows.dated_entries``); an array of labelled
+  amounts (one free string, one money number) from the one list after a "Label:" that
+  names it, or, where the object's arrays of that shape are as many as the unnamed
+  lists, in order ("Payments: hall hire £960.00; insurance £118.40":
+  ``rows.amount_items``).
 
 A replacement is kept only when the object stays valid under the schema (``jsonschema``).
 The rules read the text only (no model call); ``extract(evidence=...)`` turns them on,

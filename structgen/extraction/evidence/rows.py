@@ -30,7 +30,10 @@ after it exactly as many numerals as the item has number fields, with nothing be
 them but units and currency marks (words of at most three letters, symbols, ``-``,
 ``|``); the numerals go to the number fields in schema order. The text's longest run of
 two or more consecutive rows (``table_rows``) is the array, when it is the only run that
-long.
+long. Without such rows, an item keyed by a date is read from the text's one sentence
+that writes two or more dates, each followed by exactly as many numerals before the next
+("on 6 April 2027, 41.2 litres for 758,08 kr, and on 22 April 2027, thirty litres
+exactly for 561,00 kr": ``dated_entries``).
 
 Both rules give their records only where each value fits its field and the count fits
 ``minItems`` / ``maxItems``; else None (the model's array stays). No model call.
@@ -59,6 +62,7 @@ __all__ = [
     "amount_items",
     "row_fields",
     "table_rows",
+    "dated_entries",
     "row_items",
 ]
 
@@ -327,6 +331,34 @@ def table_rows(text: str, kind: str, count: int) -> list[tuple[Any, list[Decimal
     return rows
 
 
+def dated_entries(text: str, count: int) -> list[tuple[str, list[Decimal]]]:
+    """The records of the text's one sentence that writes two or more whole dates, each
+    followed, before the next date or the sentence's end, by exactly ``count`` numerals
+    ("on 6 April 2027, 41.2 litres for 758,08 kr, and on 22 April 2027, thirty litres for
+    561,00 kr"), dates as ISO dates; ``[]`` where no sentence or two do so, or a date has
+    two readings. Raises: never.
+    """
+    found = []
+    at = 0
+    for end in [*(m.start() for m in _SENTENCE_END.finditer(text)), len(text)]:
+        sentence, offset = text[at:end], at
+        at = end + 1
+        spans = date_spans(sentence)
+        if len(spans) < 2:
+            continue
+        records = []
+        for i, (a, b) in enumerate(spans):
+            stop = spans[i + 1][0] if i + 1 < len(spans) else len(sentence)
+            nums = [v[0] for _, _, v in numeral_spans(sentence[b:stop])]
+            readings = dates(sentence[a:b])
+            if len(nums) != count or len(readings) != 1:
+                break
+            records.append((readings[0], nums))
+        else:
+            found.append((offset, records))
+    return found[0][1] if len(found) == 1 else []
+
+
 def row_items(root: Any, array: Any, text: str, current: list) -> list[dict] | None:
     """The items of an array of table rows read from the text's rows (module
     docstring), or None.
@@ -348,6 +380,8 @@ def row_items(root: Any, array: Any, text: str, current: list) -> list[dict] | N
         return None
     label, kind, numbers = fields
     rows = table_rows(text, kind, len(numbers))
+    if not rows and kind == "date":
+        rows = dated_entries(text, len(numbers))
     if not rows:
         return None
     props = _resolve(root, array.get("items"))["properties"]

@@ -199,3 +199,15 @@ def test_dated_entries_in_one_sentence():
     text = "I charged on 3 May 2027 for €7.10 and on 19 May 2027, forty kWh for €12.60."
     out, _ = apply_evidence(schema, text, {"owner": "Ines Duarte", "sessions": []})
     assert out["sessions"] == []
+
+
+def test_a_label_ending_in_a_colon_names_its_value():
+    schema = _obj(shipping_fee=NUM, subtotal=NUM)
+    text = "Subtotal £64.00. Shipping and secure handling costs: £7.95. Thank you."
+    # "Shipping" is five words from 7.95, but the whole label names its value
+    out, changed = apply_evidence(schema, text, {"shipping_fee": 64, "subtotal": 64})
+    assert out == {"shipping_fee": 7.95, "subtotal": 64} and changed == ["shipping_fee"]
+    # a label holding a numeral is no such label
+    text = "Subtotal £64.00. Shipping for 2 parcels, handled: £7.95."
+    out, _ = apply_evidence(schema, text, {"shipping_fee": 64, "subtotal": 64})
+    assert out["shipping_fee"] != 7.95

@@ -32,7 +32,10 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   numeral
   (``structgen.fsm.numerals.numeral_spans``) nearest to a mention, in the same clause
   and at most three words away, whose reading the field's type and bounds accept, is
-  the value (a tie goes to the numeral before the mention: English writes "4 guests").
+  the value (a tie goes to the numeral before the mention: English writes "4 guests");
+  a mention in a label of at most six words that ends in ``:`` right before the numeral
+  (a currency mark between allowed, no digit in the label) is next to it ("Delivery and
+  set-up: £45.00" for ``delivery_fee``; ``numbers._labelled``).
   A mention that writes more of the name's words around it (its clause, four words
   either side: its *cover*) comes first ("Monthly fee SEK 349; joining fee SEK 199":
   ``monthly_fee`` 349, not the nearer bare "fee" of 199), and one numeral goes to one

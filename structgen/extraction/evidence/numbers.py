@@ -102,6 +102,8 @@ def number_candidates(
             if name_first and k > last:
                 continue
             dist = first - k if k < first else k - last
+            if 1 < dist <= _LABEL_WORDS and _labelled(doc, k, start):
+                dist = 1  # "Delivery and set-up: £45.00": the label's value
             if dist > window:
                 continue
             # a mention by a whole name word outranks, all else equal, one by a prefix
@@ -111,6 +113,24 @@ def number_candidates(
             if index not in best or rank < best[index][0]:
                 best[index] = (rank, index, fitting[0])
     return sorted(best.values(), key=lambda c: (c[0], c[1]))
+
+
+_LABEL_WORDS = 6  # most words of a label, its mention to its colon
+_LABEL_TAIL = re.compile(r"\s*(?:[£$€¥₹]|[A-Z]{3}|kr|Rs\.?)?\s*")
+
+
+def _labelled(doc: TextWords, k: int, start: int) -> bool:
+    """Whether the text between word ``k`` and a numeral starting at ``start`` is the rest
+    of a label ending in ``:`` right before the numeral (a currency mark between allowed),
+    with no digit in it: "Delivery and set-up: £45.00" labels 45.00 with every word.
+    """
+    gap = doc.text[doc.words[k][2] : start]
+    colon = gap.rfind(":")
+    return (
+        colon >= 0
+        and not any(ch.isdigit() for ch in gap[:colon])
+        and _LABEL_TAIL.fullmatch(gap[colon + 1 :]) is not None
+    )
 
 
 # words of a field name that name one part of a date or time ("day", "birth_year"): such a

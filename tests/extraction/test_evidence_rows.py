@@ -211,3 +211,12 @@ def test_a_label_ending_in_a_colon_names_its_value():
     text = "Subtotal £64.00. Shipping for 2 parcels, handled: £7.95."
     out, _ = apply_evidence(schema, text, {"shipping_fee": 64, "subtotal": 64})
     assert out["shipping_fee"] != 7.95
+
+
+def test_a_listed_line_total_after_equals():
+    text = "Bill: lift pass 3 x €52.00 = €156.00; ski hire €90.00. Thanks for visiting."
+    lists = amount_lists(text)
+    assert [(d, str(v[0])) for d, v in lists[0][1]] == [
+        ("lift pass", "156.00"),
+        ("ski hire", "90.00"),
+    ]

@@ -16,7 +16,9 @@ else at ``,`` and "and" (never inside brackets); every entry writes a currency-m
 numeral (``labels.amount_spans``) after at least one word, and the entry's words before its
 first such numeral, a leading article, "and", "our", "plus" and a trailing "of", "at",
 "for", "-" or ":" dropped, are the description ("a grant of 500,00 € from the city":
-"grant"; "members' subscriptions £1,560.00 (52 members at £30.00 each)": "members'
+"grant"; where a count "N x" ends the words and ``=`` and another amount follow that
+numeral, the line's total is the amount: "room 4 x CHF 285.00 = CHF 1,140.00" is "room",
+1140; "members' subscriptions £1,560.00 (52 members at £30.00 each)": "members'
 subscriptions", 1560). A list of two or more entries is an amount list. An array takes the
 one list whose label shares a word stem with the array's name; where the object's arrays
 of this shape are as many as the lists no label names, they take those lists in schema
@@ -72,6 +74,8 @@ _LEAD = re.compile(r"^(?:(?:a|an|the|and|our|plus|also)\s+)+", re.IGNORECASE)
 _TRAIL = re.compile(r"(?:\s+(?:of|at|for|is|was|were|are|came to|to)|\s*[-–:,])+$", re.IGNORECASE)
 _MARK_END = re.compile(r"(?:[£$€¥₹]|\b[A-Z]{3}|\bkr|\bRs\.?)\s*$")
 _WORD = re.compile(r"[^\W\d_][\w'’]*")
+_TIMES_COUNT = re.compile(r"\s+\d+\s*[x×]$")
+_EQUALS = re.compile(r"\s*(?:[£$€¥₹]|[A-Z]{3}|kr)?\s*=\s*(?:[£$€¥₹]|[A-Z]{3}|kr)?\s*")
 _MAX_LABEL_WORDS = 3
 _MAX_DESC_WORDS = 8
 
@@ -153,14 +157,30 @@ def amount_lists(text: str) -> list[tuple[str, list[tuple[str, tuple[Decimal, ..
             desc = text[start : first[0]]
             desc = _MARK_END.sub("", desc)
             desc = _TRAIL.sub("", _LEAD.sub("", " ".join(desc.split())))
+            readings = first[2]
+            times = _TIMES_COUNT.search(desc)
+            line_total = _line_total(text, first, amounts, m.end() + b)
+            if times is not None and line_total is not None:
+                # "room 4 x CHF 285.00 = CHF 1,140.00": the line's total, not the unit price
+                desc, readings = desc[: times.start()], line_total[2]
             words = _WORD.findall(desc)
             if not words or len(desc.split()) > _MAX_DESC_WORDS:
                 break
-            entries.append((desc, first[2]))
+            entries.append((desc, readings))
         else:
             if len(entries) >= 2:
                 found.append((label, entries))
     return found
+
+
+def _line_total(text: str, first: tuple, amounts: list, stop: int) -> tuple | None:
+    """The amount written after ``=`` right after ``first`` (a currency mark between
+    allowed), before ``stop``, or None.
+    """
+    for span in amounts:
+        if first[1] < span[0] < stop:
+            return span if _EQUALS.fullmatch(text[first[1] : span[0]]) else None
+    return None
 
 
 def _named(label: str, name: str) -> bool:

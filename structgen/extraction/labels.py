@@ -19,6 +19,16 @@ Two readings of a text that the evidence pass (``structgen.extraction.evidence``
   (``spaced_end``: "account no. 5590 3321", "AB-12 345", "reg. KA-JM 2281"; not a decimal
   or thousands comma after the group, "1 250,50"); a chunk of letters alone is one only
   when upper-case, no currency code, and followed by such a group ("KA-JM 2281").
+  ``identifier_chunks`` gives every identifier the text writes, labelled or not: a chunk
+  that starts with a letter or ``#`` and holds a digit (the foreign spans' identifiers
+  below, "P-2207-14", "E-20417"), with its spaced digit groups, trailing ``.`` dropped,
+  none inside an e-mail address or a URL, none a currency mark's amount ("EUR1,250").
+* **host names**: a field whose name holds ``domain``, ``hostname``, ``website`` or
+  ``homepage`` holds a host name; ``host_names`` gives the ones the text writes: two or
+  more dot-joined labels of letters, digits and inner ``-``, the last of two or more
+  lowercase ASCII letters ("greenfieldbakery.co.uk", "zielinski-foto.pl"), not inside an
+  e-mail address or a longer chunk (a URL's host counts: "https://example.org/a" gives
+  "example.org").
 * **amounts**: ``amount_spans`` gives the numerals (``structgen.fsm.numerals``) written
   with a currency mark next to them: a currency symbol (``$``, ``€``, ``£``, ...) or an
   ISO 4217 code (``EUR``, ``CHF``, ...) or ``kr`` (not inside a longer word: ``USDC``
@@ -58,6 +68,7 @@ from structgen.fsm.numerals import numeral_spans
 
 __all__ = [
     "identifier_candidates",
+    "identifier_chunks",
     "identifier_field",
     "identifier_head",
     "iban_field",
@@ -69,6 +80,8 @@ __all__ = [
     "foreign_spans",
     "email_addresses",
     "email_field",
+    "host_field",
+    "host_names",
     "phone_field",
     "phone_runs",
     "phone_spans",
@@ -90,6 +103,9 @@ _MARK_AFTER = re.compile(rf"^ ?{_MARK}")
 _AMOUNT_STEMS = frozenset("pric total amount cost fee paid rent charg budget".split())
 _NAME_WORD = re.compile(r"[A-Za-z]+")
 _PHONE_WORDS = frozenset("phone tel telephone mobile cell".split())
+_HOST_WORDS = frozenset("domain hostname website homepage".split())
+# a host name: dot-joined labels, the last of letters; not inside an address or a chunk
+_HOST = re.compile(r"(?<![\w@.\-])(?:[^\W_](?:[\w\-]*[^\W_])?\.)+[a-z]{2,}(?![\w@\-]|\.[^\W_])")
 _PHONE = re.compile(r"(?<![\w+(])[+(]?\d[\d ().\-/]*")
 _FILLER = re.compile(
     r"[ \t]*(?:(?:no|nr|number|num|ref|reference|code|id)\b\.?[ \t]*)?(?:(?:is|was)[ \t]+)?"
@@ -186,6 +202,36 @@ def identifier_candidates(text: str, key: str, stem) -> list[str]:
         if value not in found:
             found.append(value)
     return found
+
+
+def identifier_chunks(text: str) -> list[str]:
+    """Every identifier ``text`` writes, labelled or not (module docstring), distinct, in
+    text order.
+    """
+    skip = [m.span() for m in _EMAIL.finditer(text)]
+    skip += [m.span() for m in re.finditer(r"[A-Za-z][A-Za-z0-9+.\-]*://\S+", text)]
+    skip += [(a, b) for a, b, _ in amount_spans(text)]
+    found: list[str] = []
+    for m in _ID_CHUNK.finditer(text):
+        end = spaced_end(text, m.end())
+        if any(a < end and m.start() < b for a, b in skip):
+            continue
+        value = text[m.start() : end].rstrip(".")
+        if value and value not in found:
+            found.append(value)
+    return found
+
+
+def host_field(key: str) -> bool:
+    """Whether a field's name holds a host-name word (``domain``, ``domain_name``,
+    ``website``, ``hostname``, ``homepage``).
+    """
+    return any(w in _HOST_WORDS for w in _name_words(key))
+
+
+def host_names(text: str) -> list[str]:
+    """The host names ``text`` writes (module docstring), distinct, in text order."""
+    return list(dict.fromkeys(m.group() for m in _HOST.finditer(text)))
 
 
 def iban_field(key: str) -> bool:

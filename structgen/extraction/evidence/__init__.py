@@ -167,8 +167,13 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   after a value ending in ``.``) takes those words, up to three on each side, when every
   occurrence of the value gives the same run and no sibling's value is added
   ("Sakuragaoka" -> "Hotel Sakuragaoka", "Northwind" -> "Northwind Logistics": greedy
-  copying stops or starts inside a name); two names joined by `` & `` are one run
-  ("Finch Auctioneers" -> "Harlow & Finch Auctioneers", a sentence's first word too).
+  copying stops or starts inside a name); a sentence's first word is taken where the name
+  heads its sentence (the text's start or a sentence end before it, not a label's ":";
+  after the name " - ", the sentence's end, or a comma and one to four words ending it;
+  no opener such as "Dear": "Riverside Dental Care - TREATMENT ESTIMATE", "SERVICE
+  RECORD. Autohaus Kessler, Karlsruhe."; not "Tom Berg, 51, a baker"); two names
+  joined by `` & `` are one run ("Finch Auctioneers" -> "Harlow & Finch Auctioneers", a
+  sentence's first word too).
 * **place list**: a free string field named for a place (a word of its name ``location``,
   ``venue``, ``address`` or ``place``) whose value the text writes as one part of a
   comma-joined list of names ending the sentence or clause ("at Bright Smile Dental, Elm
@@ -202,8 +207,9 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
 * **dangling end**: a free string value ending with an opening bracket and at most two
   words ("Dev Anand Krishnan (booking"), with ``:``, ``,`` or ``;`` and then "The",
   an article, "and", "or", "of" or "with" ("HIST 214: The"), or with a currency sign
-  and no amount, a preposition before it allowed ("ElektroMarkt Graz for €"), is cut
-  before it (``names.dangling_cut``).
+  and no amount, a preposition before it allowed ("ElektroMarkt Graz for €"), or with a
+  clause break and the next phrase's label, one to three words and a colon ("27/01844/H.
+  Your reference:"), is cut before it (``names.dangling_cut``).
 * **label word**: a free string value whose first word is a word of the field's name
   followed by a name ("Patient Øyvind Hansen" for ``patient_name``, "passenger Aisha"
   for ``passenger``) is the name, before the name-run rule reads it
@@ -248,6 +254,18 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   BL-778", "booking code LM55RT") when the model's value differs and the field's schema
   accepts it; with none or two different ones, a value ending in ``.`` loses it (no
   identifier ends with a full stop: "RR 482 913 057 PL."), else the model's value stays.
+* **identifier shape**: a free string field named for an identifier whose value holds
+  no digit (a name, a heading: "Folktandvården Plus" for ``patient_id``; two characters
+  at least, never written inside a longer chunk: a fragment's ends are the span rules')
+  and that the identifier rule left alone takes the one identifier the text writes
+  (``labels.identifier_chunks``: a chunk starting with a letter or ``#`` that holds a
+  digit, "P-2207-14", with its spaced digit groups; none in an e-mail address, a URL or an
+  amount) that no sibling's value holds (``strings.identifier_shape``); with none or two,
+  the value stays.
+* **host name**: a free string field named for a host name (``labels.host_field``:
+  ``domain``, ``website``, ``hostname``, ``homepage``) whose value is none of the host
+  names the text writes (``labels.host_names``: "zielinski-foto.pl") takes the one such
+  name no sibling holds (``strings.host_value``; a registrant's name copied as the domain).
 * **IBAN**: a string field named for an IBAN (``labels.iban_field``: ``iban``) takes the
   one IBAN the text writes (``labels.iban_runs``: country letters, check digits, groups of
   four; its ISO 13616 check holds), as written, when the model's value differs ("GB29"
@@ -345,6 +363,11 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   and the second its end (``dates.date_range``; the readings that keep the start before
   the end; runs before the date order rule, which would take "14 to 16 June 2027,
   booked 2 May 2027" as two dates in order).
+* **time order**: when two or more time fields of one object (``format: time``, or a
+  ``pattern`` that ``09:30`` fits) hold the same time and the text writes exactly as many
+  distinct times as the object has time fields ("access from 5:30pm, everyone out by
+  10:45pm", "kl. 18:00-23:30"), the time fields take them in text order (schema order;
+  ``strings.times_in_order``), as the date order rule does for dates.
 * **stated order**: a ``format: date`` field holding one reading of an ambiguous numeric
   date (``03/02/2026``) the text writes with its order stated right after it ("(DD/MM/YYYY)",
   "dd.mm.yyyy", "[MM/DD/YY]"), or later in its sentence in letters or words ("04/05/2027
@@ -416,8 +439,9 @@ Layout (``structgen/extraction/evidence/``): ``text.py`` reads the text and the 
 boolean, enum and enum array rules (currency symbols included), ``numbers.py`` the
 number, separator, time-unit (and "and a half"), duration, repeat, range, amount,
 denied-number, denied-count and foreign numeral rules, ``strings.py`` the span-start,
-span-end, spaced identifier, label, string repeat, identifier, phone, phone fragment,
-e-mail shape, invented e-mail, URI shape, pattern shape and label list rules,
+span-end, spaced identifier, label, string repeat, identifier, identifier shape, host
+name, phone, phone fragment,
+e-mail shape, invented e-mail, URI shape, pattern shape, label list and time order rules,
 ``roles.py`` the role rule, ``names.py`` the name-run, place-list, sibling-cut,
 sentence-cut, date-tail, dangling-end, label-word, possessive, honorific and appositive
 rules (where a copied name starts and ends), ``records.py`` the weekly-session,

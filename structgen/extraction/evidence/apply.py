@@ -86,7 +86,9 @@ from structgen.extraction.evidence.roles import swapped_roles
 from structgen.extraction.evidence.rows import amount_fields, amount_items, row_items
 from structgen.extraction.evidence.strings import (
     email_shape,
+    host_value,
     iban_value,
+    identifier_shape,
     identifier_value,
     invented_email,
     label_list,
@@ -98,6 +100,7 @@ from structgen.extraction.evidence.strings import (
     spaced_identifier,
     span_end,
     span_start,
+    times_in_order,
     uri_shape,
 )
 from structgen.extraction.evidence.text import TextWords, name_stems
@@ -240,6 +243,8 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
             labelled = identifier_value(schema, prop, name, node.get(name), text)
             labelled = labelled or iban_value(schema, prop, name, node.get(name), text)
             labelled = labelled or phone_value(schema, prop, name, node.get(name), text)
+            labelled = labelled or identifier_shape(schema, sub, name, node, text)
+            labelled = labelled or host_value(schema, sub, name, node, text)
             if labelled is not None:
                 node[name] = labelled
                 changed.append(path + name)
@@ -318,6 +323,9 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
             changed.append(path + name)
         for name, new_d in dates_in_order(schema, sub, node, text).items():
             node[name] = new_d
+            changed.append(path + name)
+        for name, new_t in times_in_order(schema, sub, node, text).items():
+            node[name] = new_t  # "from 5:30pm ... out by 10:45pm": start and end
             changed.append(path + name)
         for name, prop in (sub.get("properties") or {}).items():
             stated = stated_order(schema, prop, node.get(name), text)

@@ -113,6 +113,28 @@ def is_name_word(word: str) -> bool:
     )
 
 
+# a name heading a sentence: its first word starts the text or follows a sentence end (not a
+# label's ":"), and " - ", the sentence's end, or a comma and one to four words ending the
+# sentence follow the name ("Riverside Dental Care - TREATMENT ESTIMATE.", "SERVICE RECORD.
+# Autohaus Kessler, Karlsruhe."; not "Tom Berg, 51, a baker"); an opener's first word is
+# capitalised anyway ("Dear Carlos Mendes, ...")
+_HEADING_START = re.compile(r"(?:\A|[.!?\n])\s*\Z")
+_HEADING_END = re.compile(
+    r" [-–] |\.(?:\s|\Z)|, [^\W\d_][\w'’&-]*(?: [^\W\d_][\w'’&-]*){0,3}\.(?:\s|\Z)"
+)
+_OPENERS = frozenset(
+    "dear hello hi hey thanks thank welcome attn attention re to from congratulations "
+    "regards sincerely cheers please".split()
+)
+
+
+def _heading_name(text: str, start: int, end: int, word: str) -> bool:
+    """Whether the name ``text[start:end]`` heads its sentence as a name does (above)."""
+    if word.lower() in _OPENERS or not _HEADING_START.search(text, 0, start):
+        return False
+    return _HEADING_END.match(text, end) is not None
+
+
 def capital_run(root: Any, sub: dict, name: str, node: dict, text: str) -> str | None:
     """The name-run rule of the package docstring: the value extended over the
     capitalised words the text writes right before and after it, or None (no change).
@@ -132,7 +154,8 @@ def capital_run(root: Any, sub: dict, name: str, node: dict, text: str) -> str |
             if before is None or not is_name_word(before.group(1)):
                 break
             if not joined and _SENTENCE_START.search(text, 0, before.start(1)):
-                break  # the sentence's first word is capitalised anyway (not before "&")
+                if not _heading_name(text, before.start(1), end, before.group(1)):
+                    break  # the sentence's first word is capitalised anyway (not before "&")
             start = before.start(1)
         last = text[start:end].split()[-1]
         for _ in range(_MAX_RUN_WORDS):
@@ -222,6 +245,11 @@ _FUNCTION_END = re.compile(r"[,:;]\s*(?:[Tt]he|an?|and|or|of|with)\s*\Z")
 # Graz for €": the price's "€ 349,90" cut off)
 _CURRENCY_SIGNS = "€$£¥₹"
 _CURRENCY_END = re.compile(r"(?:\s+(?:for|at|of|from|to|by|in|on))?\s*[€$£¥₹]\s*\Z")
+# or the next phrase's label: a clause break (". ", ", ", "; ", " - "), one to three words
+# (the first capitalised) and a colon ending the value ("27/01844/H. Your reference:")
+_LABEL_END = re.compile(
+    r"(?:[.,;]|\s[-–])\s+[^\W\d_a-z][\w'’.\-]*(?:\s[^\W\d_][\w'’.\-]*){0,2}:\s*\Z"
+)
 
 
 def dangling_cut(root: Any, prop: Any, value: Any) -> str | None:
@@ -230,8 +258,10 @@ def dangling_cut(root: Any, prop: Any, value: Any) -> str | None:
     it and no closing one ("Trip plan for Dev Anand Krishnan (booking"), or with a
     ``:``, ``,`` or ``;`` and then an article, "and", "or", "of" or "with" as its last
     word ("HIST 214: The"), or with a currency sign and no amount after it, a preposition
-    before it allowed ("ElektroMarkt Graz for €"), is cut before it (and the punctuation
-    before that); else None (no change).
+    before it allowed ("ElektroMarkt Graz for €"), or with a clause break and the next
+    phrase's label, one to three words (the first capitalised) and a colon ("27/01844/H.
+    Your reference:"), is cut before it (and the punctuation before that); else None (no
+    change).
     """
     if not isinstance(value, str) or free_string_schema(root, prop) is None:
         return None
@@ -239,7 +269,7 @@ def dangling_cut(root: Any, prop: Any, value: Any) -> str | None:
     if m is not None and len(value[m.end() - len(m.group().lstrip(" ([")) :].split()) <= 2:
         cut = m.start()
     else:
-        m = _FUNCTION_END.search(value) or _CURRENCY_END.search(value)
+        m = _FUNCTION_END.search(value) or _CURRENCY_END.search(value) or _LABEL_END.search(value)
         if m is None:
             return None
         cut = m.start()

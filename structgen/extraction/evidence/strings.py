@@ -5,12 +5,15 @@ A value the text writes only inside longer chunks starts where the chunk starts
 before spaced digit groups ends after them (``spaced_identifier``: "KA-JM" of "KA-JM
 2281"); a patterned field repeating a sibling's value takes the next word
 (``repeated_strings``); an identifier field takes the one identifier after its label
-(``identifier_value``) and a phone field the one phone number (``phone_value``), both
-read by ``structgen.extraction.labels``, and holds no fragment of another number
+(``identifier_value``), or, holding no digit, the one identifier the text writes that
+no sibling holds (``identifier_shape``), a host-name field the one host name
+(``host_value``) and a phone field the one phone number (``phone_value``), all read by
+``structgen.extraction.labels``, and holds no fragment of another number
 (``not_a_phone``); a free string field left null, or holding a string unrelated to it,
 takes the value after the one label naming it (``label_value``); a ``format: uri`` field
 holds a URL the text writes (``uri_shape``), an e-mail field no address the text does
-not write (``invented_email``). Where a copied name starts and ends (name run, place
+not write (``invented_email``); time fields holding one time take the text's times in
+order (``times_in_order``). Where a copied name starts and ends (name run, place
 list, sibling cut, honorific): ``names.py``.
 """
 
@@ -38,9 +41,12 @@ from structgen.extraction.evidence.text import (
 from structgen.extraction.labels import (
     email_addresses,
     email_field,
+    host_field,
+    host_names,
     iban_field,
     iban_runs,
     identifier_candidates,
+    identifier_chunks,
     identifier_field,
     identifier_head,
     phone_field,
@@ -48,6 +54,7 @@ from structgen.extraction.labels import (
     spaced_end,
 )
 from structgen.extraction.refs import resolve as _resolve
+from structgen.fsm.dates import times
 
 # "Label: value" between separators (start of text, "|", ";", "·", a line break or a
 # sentence end before; a separator or ", " after)
@@ -216,6 +223,62 @@ def identifier_value(root: Any, prop: Any, name: str, value: Any, text: str) -> 
     if len(found) != 1 or found[0] == value:
         return None
     return found[0] if schema_accepts(root, sub, found[0]) else None
+
+
+def identifier_shape(root: Any, sub: dict, name: str, node: dict, text: str) -> str | None:
+    """The identifier shape rule of the package docstring: for a free string field named
+    for an identifier (``labels.identifier_field``) whose value holds no digit (a name,
+    a heading, a label: "Folktandvården Plus" for ``patient_id``; two characters at least,
+    written nowhere inside a longer chunk, whose ends the span rules decide), the one
+    identifier the text writes (``labels.identifier_chunks``: "P-2207-14") that no
+    sibling's value holds (the "LR19" of a registration "LR19 XFD" is none) and the
+    field's schema accepts; else None (no change).
+    """
+    props = sub.get("properties") or {}
+    branch = free_string_schema(root, props.get(name))
+    value = node.get(name)
+    if branch is None or not isinstance(value, str) or not identifier_field(name):
+        return None
+    if any(c.isdigit() for c in value) or len(value.strip()) < 2 or _in_chunk(value, text):
+        return None  # a fragment of a chunk is the span rules' ("x" of "x0932")
+    held = [_folded(v) for v in sibling_strings(root, sub, node, name)]
+    free = [c for c in identifier_chunks(text) if not any(_folded(c) in h for h in held)]
+    if len(free) != 1:
+        return None
+    return free[0] if schema_accepts(root, branch, free[0]) else None
+
+
+def _in_chunk(value: str, text: str) -> bool:
+    """Whether ``text`` writes ``value`` inside a longer chunk somewhere (a letter, digit,
+    ``_`` or one of ``JOINED``'s marks right before or after an occurrence).
+    """
+    at = text.find(value)
+    while at >= 0:
+        end = at + len(value)
+        if at > 0 and JOINED.fullmatch(text[at - 1]):
+            return True
+        if end < len(text) and JOINED.fullmatch(text[end]) and text[end + 1 : end + 2].strip():
+            return True  # (a sentence's full stop after it is no part of a chunk)
+        at = text.find(value, at + 1)
+    return False
+
+
+def host_value(root: Any, sub: dict, name: str, node: dict, text: str) -> str | None:
+    """The host-name rule of the package docstring: for a free string field named for a
+    host name (``labels.host_field``: ``domain``, ``website``) whose value is none of the
+    host names the text writes (``labels.host_names``; a person's or a company's name),
+    the one such host name no sibling holds, when the field's schema accepts it; else
+    None (no change).
+    """
+    props = sub.get("properties") or {}
+    branch = free_string_schema(root, props.get(name))
+    value = node.get(name)
+    if branch is None or not isinstance(value, str) or not host_field(name):
+        return None
+    written = host_names(text)
+    if _folded(value) in {_folded(h) for h in written}:
+        return None
+    return _one_free(root, sub, node, name, branch, written)
 
 
 def iban_value(root: Any, prop: Any, name: str, value: Any, text: str) -> str | None:
@@ -588,3 +651,37 @@ def label_list(root: Any, sub: dict, name: str, node: dict, text: str) -> list[s
     if len(set(new)) != len(new):
         return None
     return new if schema_accepts(root, arr, new) else None
+
+
+def times_in_order(root: Any, sub: dict, node: dict, text: str) -> dict[str, str]:
+    """The time-order rule of the package docstring: when two or more time fields of one
+    object (``dates.time_field``; not ``enum`` or ``const``) hold the same time and the
+    text writes exactly as many distinct times (``fsm.dates.times``: "from 5:30pm ... by
+    10:45pm", "kl. 18:00-23:30") as the object has time fields, the fields take them in
+    text order (schema order), each in a form its schema accepts; else no change.
+
+    Returns:
+        ``{name: new value}`` of the fields that change (empty: no change).
+    """
+    props = sub.get("properties") or {}
+    fields = []
+    for key, prop in props.items():
+        branch = _resolve(root, prop)
+        if not isinstance(branch, dict) or "enum" in branch or "const" in branch:
+            continue
+        if time_field(root, branch):
+            fields.append((key, branch))
+    held = [node.get(k) for k, _ in fields]
+    if len(fields) < 2 or not any(isinstance(v, str) and held.count(v) > 1 for v in held):
+        return {}
+    written = [t for t in times(text) if len(t) == 5]  # HH:MM, in order of first mention
+    if len(written) != len(fields):
+        return {}
+    out: dict[str, str] = {}
+    for (key, branch), t in zip(fields, written):
+        value = next((v for v in (t, t + ":00") if schema_accepts(root, branch, v)), None)
+        if value is None:
+            return {}
+        if value != node.get(key):
+            out[key] = value
+    return out

@@ -74,8 +74,8 @@ def test_candidates_rank_cover_then_distance():
     spans = numeral_spans(doc.text)
     got = number_candidates(doc, spans, name_stems("monthly_fee"), NUM)
     assert [(rank, value) for rank, _, value in got] == [
-        ((-2, 2, 1), Decimal(349)),
-        ((-1, 2, 1), Decimal(199)),
+        ((-2, 2, 1, 0), Decimal(349)),
+        ((-1, 2, 1, 0), Decimal(199)),
     ]
 
 

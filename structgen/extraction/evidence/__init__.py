@@ -32,13 +32,21 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   numeral
   (``structgen.fsm.numerals.numeral_spans``) nearest to a mention, in the same clause
   and at most three words away, whose reading the field's type and bounds accept, is
-  the value (a tie goes to the numeral before the mention: English writes "4 guests").
+  the value (a tie goes to the numeral before the mention: English writes "4 guests");
+  a mention in a label of at most six words that ends in ``:`` right before the numeral
+  (a currency mark between allowed, no digit in the label) is next to it ("Delivery and
+  set-up: £45.00" for ``delivery_fee``; ``numbers._labelled``).
   A mention that writes more of the name's words around it (its clause, four words
   either side: its *cover*) comes first ("Monthly fee SEK 349; joining fee SEK 199":
   ``monthly_fee`` 349, not the nearer bare "fee" of 199), and one numeral goes to one
   field: the sibling whose mention ranks best (cover, then distance) takes it and the
   others their next candidates ("Gross salary NOK 48 750,00 ... Net pay NOK 34 125,00":
-  ``net_pay`` takes 34 125, ``gross_pay`` 48 750; ``evidence.numbers.assign_numbers``).
+  ``net_pay`` takes 34 125, ``gross_pay`` 48 750; ``evidence.numbers.assign_numbers``);
+  of two mentions ranked equal so far, one by a whole name word outranks one by a word
+  the name's word only starts ("after matchday 14": ``matchday``'s, not
+  ``postponed_matches``'). A field named for money (``labels.is_amount_field``, or a
+  ``balance``) takes no year written without a currency mark where the text marks
+  amounts ("Balance brought forward from 2025: £1,284.60"; ``numbers.unmarked_numerals``).
   An alias counts for the cover of the word it stands for ("for six people in total":
   ``passengers`` covers "people" fully and takes 6 before ``total_price``'s "total").
   A numeral that is one end of a range ("between 128 and 136 systolic") is not a
@@ -58,8 +66,9 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   ``pattern`` (under copy constraints every value is a span of the text: "bought one
   laptop stand" for "she left no email") (**denied string**; a string field the schema
   does not require is left out on the same evidence); a non-nullable
-  integer field that no numeral decides, whose bounds take 0 and whose name the text
-  mentions only negated is 0 ("no checked baggage": **denied count**). A non-nullable
+  integer field, or number field named for money, that no numeral decides, whose bounds
+  take 0 and whose name the text mentions only negated is 0 ("no checked baggage", "You
+  didn't leave a deposit": **denied count**; the money rule does not fill it again). A non-nullable
   number field whose bounds take 0 and a mention of whose name is followed in its clause,
   at most two words on, by "waived", "nothing", "nil", "none", "free" or "zero" is 0
   (**stated zero**, ``numbers.stated_zero``: "Deposit: none required"; before the number
@@ -408,7 +417,17 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   ``records.leg_items``); an array of day numbers (a weekday enum and a number) from the
   text's one longest run of clauses each naming one weekday, a numeral right after it
   ("Mon 8.5 h, Tue 7.5 h"; "Monday seven hours, Tuesday eight, Wednesday I was off
-  sick": ``records.day_number_items``).
+  sick": ``records.day_number_items``); an array of table rows (one free string or date
+  and two or more numbers) from the text's one longest run of two or more lines each
+  writing the label and then exactly those numerals, units and currency marks between
+  ("2  Marske Athletic  14  9  2  3  29", "03/03/2027 - 52.4 l - £79.12":
+  ``rows.row_items``), or, keyed by a date, from the one sentence writing two or more
+  dates each followed by exactly those numerals ("on 6 April 2027, 41.2 litres for
+  758,08 kr, and on 22 April 2027, ...": ``rows.dated_entries``); an array of labelled
+  amounts (one free string, one money number) from the one list after a "Label:" that
+  names it, or, where the object's arrays of that shape are as many as the unnamed
+  lists, in order ("Payments: hall hire £960.00; insurance £118.40":
+  ``rows.amount_items``).
 
 A replacement is kept only when the object stays valid under the schema (``jsonschema``).
 The rules read the text only (no model call); ``extract(evidence=...)`` turns them on,
@@ -426,7 +445,8 @@ e-mail shape, invented e-mail, URI shape, pattern shape, label list and time ord
 ``roles.py`` the role rule, ``names.py`` the name-run, place-list, sibling-cut,
 sentence-cut, date-tail, dangling-end, label-word, possessive, honorific and appositive
 rules (where a copied name starts and ends), ``records.py`` the weekly-session,
-identified-record, travel-leg and day-number rules, ``dates.py`` the date order, date
+identified-record, travel-leg and day-number rules, ``rows.py`` the table-row and
+labelled-amount rules, ``dates.py`` the date order, date
 null, named date (and its renamed-date twin) and stated-order rules, ``contacts.py`` the
 contact rule, ``nulls.py`` the null, identifier null, placeholder and denied-array
 rules, ``counted.py`` the arrays of counted goods, measurements, keyed values, quoted

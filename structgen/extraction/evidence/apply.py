@@ -72,6 +72,7 @@ from structgen.extraction.evidence.numbers import (
     repeated_numbers,
     stated_zero,
     unit_value,
+    unmarked_numerals,
     with_halves,
 )
 from structgen.extraction.evidence.options import bool_value, enum_items, enum_value
@@ -82,6 +83,7 @@ from structgen.extraction.evidence.records import (
     weekly_items,
 )
 from structgen.extraction.evidence.roles import swapped_roles
+from structgen.extraction.evidence.rows import amount_fields, amount_items, row_items
 from structgen.extraction.evidence.strings import (
     email_shape,
     host_value,
@@ -176,6 +178,7 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
                 denied_numbers.add(name)  # no currency-marked numeral fills it again
             elif kind == "number" and stems:
                 skip = dated_numerals(name, spans, dates)  # no 14 of "14 August" for days
+                skip |= unmarked_numerals(stems, spans, amounts, text)  # money takes no year
                 pointed[name] = number_candidates(doc, spans, stems, branch, skip=skip)
                 if pointed[name]:
                     continue  # decided below, one numeral to one field
@@ -186,6 +189,7 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
                 elif node[name] != 0 and denied_count(doc, stems, schema, prop):
                     node[name] = 0  # "no checked baggage": a count the text denies
                     changed.append(path + name)
+                    denied_numbers.add(name)  # "didn't leave a deposit": no amount refills it
                 elif node[name] != 0 and stated_zero(doc, stems, schema, prop):
                     node[name] = 0  # "Joining fee: waived", "Deposit: none required"
                     changed.append(path + name)
@@ -399,9 +403,11 @@ def _schema_order(node: dict, props: dict) -> None:
 def _counted(schema: dict, text: str, value: dict, checker: Any) -> tuple[dict, list[str]]:
     """``value`` with each top-level array of counted goods, measurements, keyed values,
     quoted titles, measured or dosed goods, weekly sessions, identified records, travel
-    legs or day numbers read from the text (``counted.counted_items``, ``measured_items``,
+    legs, day numbers, table rows or labelled amounts read from the text
+    (``counted.counted_items``, ``measured_items``,
     ``pair_items``, ``quoted_items``, ``unit_items``, ``dosed_items``,
-    ``records.weekly_items``, ``identified_items``, ``leg_items``, ``day_number_items``),
+    ``records.weekly_items``, ``identified_items``, ``leg_items``, ``day_number_items``,
+    ``rows.row_items``, ``amount_items``),
     kept only where the whole object stays valid.
     """
     props = _resolve(schema, schema).get("properties") or {}
@@ -429,6 +435,11 @@ def _counted(schema: dict, text: str, value: dict, checker: Any) -> tuple[dict, 
             new = leg_items(schema, prop, text, current)
         if new is None:
             new = day_number_items(schema, prop, text, current)
+        if new is None:
+            new = row_items(schema, prop, text, current)
+        if new is None:
+            listed = [k for k, p in props.items() if amount_fields(schema, _items_of(schema, p))]
+            new = amount_items(schema, prop, text, current, listed, name)
         if new is None or new == current:
             continue
         trial = dict(out)
@@ -436,6 +447,12 @@ def _counted(schema: dict, text: str, value: dict, checker: Any) -> tuple[dict, 
         if checker.is_valid(trial):
             out, changed = trial, changed + [name]
     return out, changed
+
+
+def _items_of(schema: dict, prop: Any) -> Any:
+    """An array property's ``items`` subschema (None for anything else)."""
+    prop = _resolve(schema, prop)
+    return prop.get("items") if isinstance(prop, dict) else None
 
 
 def _plain(num: Decimal) -> int | float:

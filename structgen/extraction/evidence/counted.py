@@ -16,13 +16,14 @@ reads the phrases instead, for an array whose item object has exactly:
   ``cost`` or ``amount``.
 
 An item phrase is a whole-number numeral (digits or English words, ``numeral_spans``)
-that starts a word and is not part of a code (no ``#``, ``-``, ``/``, letter or digit
-right before it), then an optional ``x`` / ``×``, then one to six words up to a
-punctuation mark or a stop word (``at``, ``@``, ``for``, ``each``, ``and``, ``because``,
-...) with at least one letter word; its price is the first currency-marked numeral
-(``labels.amount_spans``) after it, before the next phrase and with no ``;`` or
-sentence end between. With a price field only phrases with a price are items (the
-field's reading is the numeral's first reading it accepts); without one, the phrases
+outside brackets (a bracket's count is a detail of its item: "3 trays of samosas (24
+pieces per tray) at £18.00") that starts a word and is not part of a code (no ``#``,
+``-``, ``/``, letter or digit right before it), then an optional ``x`` / ``×``, then one
+to six words up to a punctuation mark or a stop word (``at``, ``à``, ``@``, ``for``,
+``each``, ``and``, ``because``, ...) with at least one letter word; its price is the
+first currency-marked numeral (``labels.amount_spans``) after it, before the next phrase
+and with no ``;`` or sentence end between. With a price field only phrases with a price
+are items (the field's reading is the numeral's first reading it accepts); without one, the phrases
 are items when there are two or more of them joined by a list joiner, or one whose
 count is some model item's count.
 
@@ -84,7 +85,7 @@ _COUNT_WORDS = ("quantity", "qty", "count")
 _PRICE_WORDS = ("price", "value", "cost", "amount")
 _STOP = frozenset(
     "at for each and because from with to in on per value priced costing or by as "
-    "which that who were was is are".split()
+    "which that who were was is are à".split()
 )
 _MAX_WORDS = 6
 _TIMES = re.compile(r"\s*[x×]\s+|\s*×\s*", re.IGNORECASE)
@@ -138,11 +139,14 @@ def item_phrases(text: str) -> list[tuple[int, int, Decimal, str, tuple[Decimal,
     """
     spans = numeral_spans(text)
     amounts = amount_spans(text)
+    inside = _bracketed(text)
     found: list[list[Any]] = []
     for start, end, values in spans:
         count = values[0]
         if count <= 0 or count != count.to_integral_value():
             continue
+        if inside[start]:
+            continue  # a detail of an item: "3 trays of samosas (24 pieces per tray)"
         if start > 0 and not (text[start - 1].isspace() or text[start - 1] in "(:"):
             continue
         if any(a <= start < b for a, b, _ in amounts):
@@ -180,6 +184,16 @@ def item_phrases(text: str) -> list[tuple[int, int, Decimal, str, tuple[Decimal,
             phrase[4] = readings
             break
     return [tuple(p) for p in found]  # type: ignore[misc]
+
+
+def _bracketed(text: str) -> list[bool]:
+    """Per character of ``text``, whether it lies inside round brackets."""
+    depth, out = 0, []
+    for ch in text:
+        depth += ch == "("
+        out.append(depth > 0)
+        depth -= ch == ")" and depth > 0
+    return out
 
 
 def _number(value: Decimal) -> int | float:

@@ -56,7 +56,7 @@ def number_candidates(
     window: int = _WINDOW_NUMBER,
     name_first: bool = False,
     skip: frozenset[int] = frozenset(),
-) -> list[tuple[tuple[int, int, int], int, Decimal]]:
+) -> list[tuple[tuple[int, int, int, int], int, Decimal]]:
     """The numerals a number field's mentions point at, best first (the number rule of
     the package docstring).
 
@@ -78,14 +78,15 @@ def number_candidates(
 
     Returns:
         ``(rank, index, value)`` per numeral some mention points at: ``rank`` is
-        ``(-cover, distance in words, 0 when the numeral comes first)`` of its best
+        ``(-cover, distance in words, 0 when the numeral comes first, 0 when the
+        mention is a whole name word's stem, not a longer word it starts)`` of its best
         mention, ``index`` the numeral's index in ``spans``, ``value`` its first reading
         the field accepts; sorted by rank. Raises: never.
     """
     mentions = name_mentions(doc, stems)
     cover = {k: _cover(doc, k, stems) for k in mentions}
     in_range = {k for pair in _ranges(doc, spans) for k in pair}
-    best: dict[int, tuple[tuple[int, int, int], int, Decimal]] = {}
+    best: dict[int, tuple[tuple[int, int, int, int], int, Decimal]] = {}
     for index, (start, end, values) in enumerate(spans):
         if index in in_range or index in skip:
             continue  # one end of "65 to 80": neither is the value of a plain field
@@ -101,12 +102,35 @@ def number_candidates(
             if name_first and k > last:
                 continue
             dist = first - k if k < first else k - last
+            if 1 < dist <= _LABEL_WORDS and _labelled(doc, k, start):
+                dist = 1  # "Delivery and set-up: £45.00": the label's value
             if dist > window:
                 continue
-            rank = (-cover[k], dist, 0 if last < k else 1)
+            # a mention by a whole name word outranks, all else equal, one by a prefix
+            # ("14" after "matchday" is ``matchday``'s, not ``postponed_matches``')
+            exact = 0 if doc.words[k][0] in stems else 1
+            rank = (-cover[k], dist, 0 if last < k else 1, exact)
             if index not in best or rank < best[index][0]:
                 best[index] = (rank, index, fitting[0])
     return sorted(best.values(), key=lambda c: (c[0], c[1]))
+
+
+_LABEL_WORDS = 6  # most words of a label, its mention to its colon
+_LABEL_TAIL = re.compile(r"\s*(?:[£$€¥₹]|[A-Z]{3}|kr|Rs\.?)?\s*")
+
+
+def _labelled(doc: TextWords, k: int, start: int) -> bool:
+    """Whether the text between word ``k`` and a numeral starting at ``start`` is the rest
+    of a label ending in ``:`` right before the numeral (a currency mark between allowed),
+    with no digit in it: "Delivery and set-up: £45.00" labels 45.00 with every word.
+    """
+    gap = doc.text[doc.words[k][2] : start]
+    colon = gap.rfind(":")
+    return (
+        colon >= 0
+        and not any(ch.isdigit() for ch in gap[:colon])
+        and _LABEL_TAIL.fullmatch(gap[colon + 1 :]) is not None
+    )
 
 
 # words of a field name that name one part of a date or time ("day", "birth_year"): such a
@@ -126,6 +150,29 @@ def dated_numerals(name: str, spans: list, dates: list[tuple[int, int]]) -> froz
         return frozenset()
     return frozenset(
         i for i, (a, b, _) in enumerate(spans) if any(x <= a and b <= y for x, y in dates)
+    )
+
+
+# a money field's name words beyond ``labels.is_amount_field``'s: a balance is money too
+_MONEY_STEMS = frozenset({"balanc"})
+_YEAR = re.compile(r"19[0-9]{2}|20[0-9]{2}|2100")
+
+
+def unmarked_numerals(stems: list[str], spans: list, amounts: list, text: str) -> frozenset[int]:
+    """The indices of ``spans`` (``fsm.numerals.numeral_spans``) that write a year (four
+    digits, 1900 to 2100) without a currency mark, for a field named for money
+    (``labels.is_amount_field``, or a ``balance``) in a text that writes currency-marked
+    numerals (``amounts``: ``labels.amount_spans``): such a field takes no year ("Balance
+    brought forward from 2025: £1,284.60" is 1284.60, not 2025). Empty for any other field
+    or a text without marked numerals. Raises: never.
+    """
+    if not amounts or not (is_amount_field(stems) or _MONEY_STEMS & set(stems)):
+        return frozenset()
+    marked = {(a, b) for a, b, _ in amounts}
+    return frozenset(
+        i
+        for i, (a, b, _) in enumerate(spans)
+        if (a, b) not in marked and _YEAR.fullmatch(text[a:b])
     )
 
 
@@ -165,7 +212,7 @@ def number_value(
 
 
 def assign_numbers(
-    candidates: dict[str, list[tuple[tuple[int, int, int], int, Decimal]]],
+    candidates: dict[str, list[tuple[tuple[int, int, int, int], int, Decimal]]],
 ) -> dict[str, Decimal]:
     """Sibling number fields' values from their candidates (``number_candidates``), one
     numeral to one field: the field with the best-ranked candidate (of two ranked
@@ -358,13 +405,17 @@ def amount_value(root: Any, prop: Any, name: str, value: Any, amounts: list) -> 
 
 
 def denied_count(doc: TextWords, stems: list[str], root: Any, prop: Any) -> bool:
-    """The denied-count rule of the package docstring: a non-nullable integer field whose
-    bounds take 0 and whose name's words the text mentions only negated.
+    """The denied-count rule of the package docstring: a non-nullable integer field, or
+    number field named for money (``labels.is_amount_field``: "You didn't leave a
+    deposit" for ``deposit_paid``), whose bounds take 0 and whose name's words the text
+    mentions only negated.
     """
     kind, branch = field_kind(root, prop)
     types = branch.get("type")
     types = {types} if isinstance(types, str) else set(types or ())
-    if kind != "number" or "integer" not in types or is_nullable(root, prop):
+    if kind != "number" or is_nullable(root, prop):
+        return False
+    if "integer" not in types and not is_amount_field(stems):
         return False
     return accepts_number(branch, Decimal(0)) and all_negated(doc, stems)
 

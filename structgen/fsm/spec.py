@@ -499,7 +499,9 @@ class Grammar(BaseSpec):
             not with ``trigger``.
 
     Raises:
-        InvalidGrammarError: ``text`` is not a string (at compile: InvalidGrammarError,
+        InvalidGrammarError: ``text`` is not a string, ``syntax`` is not one of
+            ``"auto"``, ``"lark"``, ``"gbnf"``, ``"ebnf"``, or ``start`` / ``trigger`` is
+            neither a string nor None (at compile: InvalidGrammarError,
             UnsupportedGrammarError, GrammarTooComplexError; see
             ``structgen.fsm.grammar.compile_grammar``).
     """
@@ -515,6 +517,18 @@ class Grammar(BaseSpec):
             raise InvalidGrammarError(
                 f"Grammar takes the grammar's text, got {type(self.text).__name__}"
             )
+        from .grammar.front import SYNTAXES
+
+        if self.syntax not in SYNTAXES:
+            raise InvalidGrammarError(
+                f"unknown grammar syntax {self.syntax!r}; expected one of {SYNTAXES}"
+            )
+        for name in ("start", "trigger"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise InvalidGrammarError(
+                    f"Grammar's {name} must be a string or None, got {type(value).__name__}"
+                )
 
     def compile(self, vocab: Any) -> BaseCompiledGrammar:
         """Compile for ``vocab`` (cached, ``structgen.fsm.grammar.compile_grammar``)."""

@@ -22,7 +22,7 @@ class SamplingParams:
         top_p: nucleus sampling mass in (0, 1]; 1 disables it.
         top_k: keep the k most likely tokens; ``-1`` (or 0) disables it.
         min_p: drop tokens whose probability is below ``min_p`` times the top token's.
-        seed: seed of this request's own ``torch.Generator`` (reproducible per request).
+        seed: seed of this request's own generator, in ``[0, 2**64)`` (reproducible per request).
         stop: strings that end generation; the stop string is not included in the text.
         stop_token_ids: token ids that end generation (kept out of the text).
         ignore_eos: keep generating after EOS (EOS is then an ordinary token).
@@ -99,6 +99,8 @@ class SamplingParams:
             raise ConfigError(f"SamplingParams.top_p must be in (0, 1], got {self.top_p!r}")
         if self.top_k < -1:
             raise ConfigError(f"SamplingParams.top_k must be -1 (off) or >= 0, got {self.top_k!r}")
+        if self.seed is not None and not 0 <= self.seed < 2**64:
+            raise ConfigError(f"SamplingParams.seed must be in [0, 2**64), got {self.seed!r}")
         if not 0.0 <= self.min_p <= 1.0:
             raise ConfigError(f"SamplingParams.min_p must be in [0, 1], got {self.min_p!r}")
         if self.min_tokens < 0 or self.min_tokens > self.max_tokens:

@@ -149,3 +149,21 @@ def test_clear_cache_drops_every_grammar_cache():
     again = compile_grammar(text, syntax="gbnf")
     assert again is not first
     assert again.matches("aab") and not again.matches("aa")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"syntax": "yaml"}, "unknown grammar syntax 'yaml'"),
+        ({"start": 3}, "Grammar's start must be a string or None, got int"),
+        ({"trigger": b"<tool>"}, "Grammar's trigger must be a string or None, got bytes"),
+    ],
+)
+def test_a_grammar_spec_refuses_bad_fields_when_made_not_when_compiled(kwargs, message):
+    from structgen import Grammar
+    from structgen.errors import InvalidGrammarError
+
+    with pytest.raises(InvalidGrammarError, match=message):
+        Grammar('start: "a"', **kwargs)
+    for syntax in ("auto", "lark", "gbnf", "ebnf"):  # every syntax compile_grammar reads
+        assert Grammar('root ::= "a"', syntax=syntax).syntax == syntax

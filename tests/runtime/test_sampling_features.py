@@ -143,6 +143,8 @@ def test_n_branches_share_the_prompt_and_differ(tiny_engine):
         {"temperature": float("nan")},
         {"temperature": float("inf")},
         {"logit_bias": {"x": 1}},
+        {"seed": -5},
+        {"seed": 2**64},
     ],
 )
 def test_bad_fields_are_named(kwargs):

@@ -447,9 +447,12 @@ def schema_for(model_or_schema: Any) -> dict | bool:
             raise InvalidSchemaError(f"schema string is not JSON: {exc}") from exc
     if isinstance(model_or_schema, type) and hasattr(model_or_schema, "model_json_schema"):
         return model_or_schema.model_json_schema()
+    if isinstance(model_or_schema, type):
+        got = f"the class {model_or_schema.__qualname__} (not a pydantic model)"
+    else:
+        got = f"a value of type {type(model_or_schema).__name__}"
     raise InvalidSchemaError(
-        "expected a JSON Schema dict or a pydantic model class, got "
-        f"{type(model_or_schema).__name__}"
+        f"expected a JSON Schema dict, a JSON string or a pydantic model class, got {got}"
     )
 
 

@@ -113,8 +113,10 @@ def test_schema_for():
     assert schema_for(True) is True and schema_for(Pet)["properties"]["age"]["type"] == "integer"
     with pytest.raises(InvalidSchemaError, match="not JSON"):
         schema_for("{")
-    with pytest.raises(InvalidSchemaError, match="got int"):
+    with pytest.raises(InvalidSchemaError, match="got a value of type int"):
         schema_for(42)
+    with pytest.raises(InvalidSchemaError, match=r"got the class int \(not a pydantic model\)"):
+        schema_for(int)
 
 
 def test_the_regex_implementation_is_a_grammar_interface_and_fills_batches():

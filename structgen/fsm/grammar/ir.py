@@ -36,7 +36,13 @@ __all__ = [
 
 
 class Expr:
-    """Base of the immutable expression nodes."""
+    """Base of the immutable expression nodes.
+
+    The frozen dataclasses below write their own ``__init__`` (the dataclass keeps it): the
+    fields go straight into the instance's ``__dict__``, where the generated one sets each
+    through ``object.__setattr__`` (twice as slow; a front end builds thousands of nodes).
+    Same fields, defaults, comparison, hash, repr and pickling as the generated one.
+    """
 
 
 class _Composite(Expr):
@@ -69,6 +75,9 @@ class Literal(Expr):
 
     text: str
 
+    def __init__(self, text: str) -> None:
+        self.__dict__["text"] = text
+
 
 @dataclass(frozen=True)
 class Pattern(Expr):
@@ -85,6 +94,12 @@ class Pattern(Expr):
     line: int = field(default=0, compare=False)
     column: int = field(default=0, compare=False)
 
+    def __init__(self, regex: str, line: int = 0, column: int = 0) -> None:
+        d = self.__dict__
+        d["regex"] = regex
+        d["line"] = line
+        d["column"] = column
+
 
 @dataclass(frozen=True)
 class Ref(Expr):
@@ -99,12 +114,21 @@ class Ref(Expr):
     line: int = 0
     column: int = 0
 
+    def __init__(self, name: str, line: int = 0, column: int = 0) -> None:
+        d = self.__dict__
+        d["name"] = name
+        d["line"] = line
+        d["column"] = column
+
 
 @dataclass(frozen=True)
 class Seq(_Composite):
     """The items one after the other (empty: the empty string)."""
 
     items: tuple[Expr, ...]
+
+    def __init__(self, items: tuple[Expr, ...]) -> None:
+        self.__dict__["items"] = items
 
     __hash__ = _Composite.__hash__
 
@@ -117,6 +141,9 @@ class Alt(_Composite):
     """Any one of the alternatives."""
 
     items: tuple[Expr, ...]
+
+    def __init__(self, items: tuple[Expr, ...]) -> None:
+        self.__dict__["items"] = items
 
     __hash__ = _Composite.__hash__
 
@@ -131,6 +158,12 @@ class Repeat(_Composite):
     item: Expr
     lo: int
     hi: int | None
+
+    def __init__(self, item: Expr, lo: int, hi: int | None) -> None:
+        d = self.__dict__
+        d["item"] = item
+        d["lo"] = lo
+        d["hi"] = hi
 
     __hash__ = _Composite.__hash__
 

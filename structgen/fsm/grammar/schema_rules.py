@@ -76,8 +76,32 @@ _STEP = re.compile(
     "|([" + chr(PLACEHOLDER_BASE) + "-\U0010ffff])",
     re.DOTALL,
 )
+_FIRST_PLACEHOLDER = chr(PLACEHOLDER_BASE)  # a code point at or past it: a placeholder
 _PLACEHOLDERS = re.compile("[" + chr(PLACEHOLDER_BASE) + "-\U0010ffff]")
 _CHECK_EVERY = 4096  # loop steps between two looks at the compile's deadline
+_FEW_DEFINITIONS = 16  # up to this many definitions, _placeholders_in tests each one
+
+
+def _placeholders_in(text: str, num: int) -> set[int]:
+    """The offsets ``i`` of every placeholder ``PLACEHOLDER_BASE + i`` in ``text``, for a
+    grammar of ``num`` definitions.
+
+    A text names few distinct definitions, each often many times (a key trie names its two
+    tails at every node): with at most ``_FEW_DEFINITIONS`` definitions each one is tested
+    by ``in`` (a C search that stops at the first occurrence) and one search looks for any
+    placeholder past them; otherwise (or when there is one) every occurrence is listed.
+    Raises: never.
+    """
+    if num <= _FEW_DEFINITIONS and _PAST[num].search(text) is None:
+        return {j for j in range(num) if chr(PLACEHOLDER_BASE + j) in text}
+    return {ord(c) - PLACEHOLDER_BASE for c in set(_PLACEHOLDERS.findall(text))}
+
+
+# _PAST[n]: a placeholder of offset n or more
+_PAST = [
+    re.compile("[" + chr(PLACEHOLDER_BASE + n) + "-\U0010ffff]")
+    for n in range(_FEW_DEFINITIONS + 1)
+]
 
 
 def _has_cycle(conv: Any) -> bool:
@@ -179,22 +203,47 @@ def regex_expr(text: str, rule_of: dict[int, str], deadline: Deadline | None = N
         UnsupportedSchemaError: a rule placeholder inside a group with inline flags.
         GrammarTooComplexError: ``deadline`` (the compile's CPU-time budget) expired.
     """
-    if len(text) == 1 and ord(text) - PLACEHOLDER_BASE in rule_of:
-        return Ref(rule_of[ord(text) - PLACEHOLDER_BASE], 0, 0)  # a root that is one $ref
+    base = PLACEHOLDER_BASE
+    if len(text) == 1 and ord(text) - base in rule_of:
+        return Ref(rule_of[ord(text) - base], 0, 0)  # a root that is one $ref
+    # a placeholder's reading: its rule's Ref (one object per rule: nodes are immutable),
+    # or None for a definition that is no rule (regex text)
+    refs: dict[str, Ref | None] = {}
     top = _Frame(0)
     stack = [top]
     items = top.items  # the current alternative's items: (expr or None, start, end)
     i, n = 0, len(text)
-    steps = 0
+    countdown = _CHECK_EVERY if deadline is not None else n + 1  # steps to the next look
     step = _STEP.match
+    first = _FIRST_PLACEHOLDER
     while i < n:
-        steps += 1
-        if deadline is not None and steps % _CHECK_EVERY == 0:
+        countdown -= 1
+        if not countdown:
             deadline.check("reading the recursive schema's rules")
-        m = step(text, i)
-        kind = 0 if m is None else m.lastindex
-        if kind == 1 or kind == 9 and ord(m.group(9)) - PLACEHOLDER_BASE not in rule_of:
+            countdown = _CHECK_EVERY
+        c = text[i]  # a step of one character is known from it: no match needed
+        if c == ")":
+            kind = 4
+        elif c >= first:
+            kind = 9
+        elif c == "|":
+            kind = 3
+        else:
+            m = step(text, i)
+            kind = 0 if m is None else m.lastindex
+        if kind == 1:  # a stretch of regular atoms (the most common step)
             end = m.end()
+        elif kind == 9:  # a placeholder: a rule's Ref, or a definition's regex text
+            ref = refs.get(c, False)
+            if ref is False:
+                name = rule_of.get(ord(c) - base)
+                ref = refs[c] = None if name is None else Ref(name, 0, 0)
+            if ref is not None:
+                items.append((ref, i, i + 1))
+                top.rule = True
+                i += 1
+                continue
+            end = i + 1
         elif kind == 2:  # a group opens
             top = _Frame(i)
             stack.append(top)
@@ -228,7 +277,6 @@ def regex_expr(text: str, rule_of: dict[int, str], deadline: Deadline | None = N
             expr, start, _ = items.pop()
             end = m.end()
             if expr is not None:
-                c = text[i]
                 if c == "*":
                     lo, hi = 0, None
                 elif c == "+":
@@ -244,11 +292,6 @@ def regex_expr(text: str, rule_of: dict[int, str], deadline: Deadline | None = N
             continue
         elif kind == 5:  # nothing to bind to: regex text
             end = m.end()
-        elif kind == 9:  # a rule's placeholder
-            items.append((Ref(rule_of[ord(text[i]) - PLACEHOLDER_BASE], 0, 0), i, i + 1))
-            top.rule = True
-            i += 1
-            continue
         elif text[i] == "(":  # no group opening the dialect has: as Python's parser would
             text.index(":" if text.startswith("?", i + 1) else ">", i)
             end = i + 1  # (not reached: only an opening without its ':' / '>' fails)
@@ -293,11 +336,7 @@ def rules_grammar(
     for i, text in enumerate(definitions):
         if deadline is not None and i and i % _CHECK_EVERY == 0:
             deadline.check("reading the recursive schema's rules")
-        found = (
-            set()
-            if text.isascii()
-            else {ord(c) - PLACEHOLDER_BASE for c in set(_PLACEHOLDERS.findall(text))}
-        )
+        found = set() if text.isascii() else _placeholders_in(text, num)
         named.append(found)
         for j in found:
             if j < num:

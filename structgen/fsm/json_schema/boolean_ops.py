@@ -379,11 +379,10 @@ def universe_here(conv) -> str:
 
 
 def _key_text(name: str) -> str:
-    import json
-
     from ..regex.escape import escape_literal
+    from .values import json_text
 
-    return escape_literal(json.dumps(name, ensure_ascii=False))
+    return escape_literal(json_text(name))
 
 
 def _ordered(conv, parts: list[str], sep: str = ",") -> str:

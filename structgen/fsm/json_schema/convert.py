@@ -454,7 +454,10 @@ class JsonSchemaConverter:
             )
             return self.convert(rest or True, pointer, refs)
         types, fraction = left
-        options = [self.convert({**rest, "type": types}, pointer, refs)] if types else []
+        # ``not`` with no other keyword: the types it leaves as ``true`` has them (objects
+        # with any keys whatever ``allow_extra_properties`` says), as the complement does
+        typed = {**rest, "type": types} if rest else {"type": types, "additionalProperties": True}
+        options = [self.convert(typed, pointer, refs)] if types else []
         draft4 = self._draft in ("Draft3Validator", "Draft4Validator")
         non_integer = NON_INTEGER_DRAFT4 if draft4 else NON_INTEGER
         options = [o for o in options + [non_integer] * fraction if o is not None]

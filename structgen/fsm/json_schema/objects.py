@@ -47,6 +47,7 @@ from .context import ConvertContext
 from .dependencies import dependent_object_regex, has_dependencies
 from .pattern import pattern_to_string_body
 from .string_length import patterns_disjoint
+from .values import json_text
 
 __all__ = ["object_regex", "key_not_in", "CANON_CHAR"]
 
@@ -246,7 +247,7 @@ def object_regex(conv: ConvertContext, schema: dict, pointer: str, refs: tuple) 
             continue
         members.append(
             (
-                ws + escape_literal(json.dumps(name, ensure_ascii=False)) + ws + ":" + ws + value,
+                ws + escape_literal(json_text(name)) + ws + ":" + ws + value,
                 name in required,
             )
         )

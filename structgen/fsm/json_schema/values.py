@@ -28,7 +28,15 @@ from typing import Any, Callable
 
 from ..regex.escape import escape_literal
 
-__all__ = ["values_regex", "number_spellings", "MAX_ANY_ORDER_KEYS", "ANY_ORDER_BUDGET"]
+__all__ = [
+    "values_regex",
+    "number_spellings",
+    "json_text",
+    "MAX_ANY_ORDER_KEYS",
+    "ANY_ORDER_BUDGET",
+]
+
+_encode_str = json.encoder.encode_basestring  # json.dumps(str, ensure_ascii=False)'s own
 
 MAX_ANY_ORDER_KEYS = 5
 ANY_ORDER_BUDGET = 4096  # member sets (2**keys per object) one const/enum may spend
@@ -84,6 +92,18 @@ def number_spellings(value: int | float, integer_only: bool = False) -> str | No
     return parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
 
 
+def json_text(value: Any) -> str:
+    """``json.dumps(value, ensure_ascii=False)``: for a string the encoder's own function
+    called directly (the same text, without building a ``JSONEncoder`` per call).
+
+    Raises:
+        TypeError: a value JSON cannot encode (as ``json.dumps``).
+    """
+    if type(value) is str:
+        return _encode_str(value)
+    return json.dumps(value, ensure_ascii=False)
+
+
 class _Writer:
     def __init__(self, ws: str, share: Callable[[str], str]) -> None:
         self.ws = ws
@@ -93,7 +113,7 @@ class _Writer:
 
     def value(self, value: Any, integer_only: bool = False) -> str | None:
         if isinstance(value, bool) or value is None or isinstance(value, str):
-            return escape_literal(json.dumps(value, ensure_ascii=False))
+            return escape_literal(json_text(value))
         if isinstance(value, (int, float)):
             return number_spellings(value, integer_only)
         ws = self.ws

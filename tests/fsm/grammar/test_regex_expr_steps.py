@@ -99,3 +99,32 @@ def test_each_targets_references_are_walked_once() -> None:
         assert sharing.is_recursive("#c")
     assert sharing.group("#a") == {"#a"} and sharing.group("#c") == {"#b", "#c"}
     assert sorted(resolved) == ["#a", "#b", "#c"]
+
+
+def test_placeholders_in_lists_every_placeholder_as_a_full_scan_does() -> None:
+    """``_placeholders_in`` (``in`` per definition up to ``_FEW_DEFINITIONS``, else every
+    occurrence listed) against a scan of every character, for grammar sizes on both sides
+    of the cut and texts naming placeholders past the grammar's definitions."""
+    import random
+
+    from structgen.fsm.grammar.schema_rules import _FEW_DEFINITIONS, _placeholders_in
+
+    rng = random.Random(0)
+    for _ in range(3000):
+        alphabet = [chr(PLACEHOLDER_BASE + rng.randrange(40)) for _ in range(rng.randrange(6))]
+        alphabet += list("ab(|)\\\U0001f600")
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(60)))
+        want = {ord(c) - PLACEHOLDER_BASE for c in text if ord(c) >= PLACEHOLDER_BASE}
+        for num in (0, 1, 5, _FEW_DEFINITIONS, _FEW_DEFINITIONS + 1, 40):
+            assert _placeholders_in(text, num) == want, (text, num)
+
+
+def test_a_rules_placeholder_reads_as_one_shared_ref() -> None:
+    """Every occurrence of one rule's placeholder is the same ``Ref`` (immutable), equal to
+    a fresh one; a single-character step (``)``, ``|``, a placeholder) reads as the step
+    regex would."""
+    got = expr("(?:" + R + "|a" + D + ")(?:," + R + ")*")
+    first = got.items[0].items[0]
+    second = got.items[1].item.items[1]
+    assert first == REF and first is second
+    assert got == Seq((Alt((REF, Pattern("a" + D))), Repeat(Seq((Pattern(","), REF)), 0, None)))

@@ -180,3 +180,55 @@ def test_not_of_required_keys_falls_back_where_properties_cannot_merge() -> None
     }
     grammar = compile_json_schema(schema, allow_extra_properties=True)
     assert_agrees_with_jsonschema(grammar, schema, ['{"xb":1}', "{}"], ['{"xa":1}', '{"xb":"s"}'])
+
+
+def _small_values() -> list:
+    """Every JSON value of a small alphabet nested at most two containers deep (arrays of
+    at most two items, objects of at most two keys among "a", "b")."""
+    scalars = [None, True, False, 0, 7, -1, 2.5, "", "s", "ab"]
+    inner = scalars + [[], {}, [1], ["s"], {"a": 1}, {"b": "s"}]
+    out = list(inner)
+    out += [[x] for x in inner] + [[1, x] for x in inner[:6]]
+    out += [{"a": x} for x in inner] + [{"a": 1, "b": x} for x in inner[:6]]
+    return out
+
+
+_LONE_NOTS = [  # ``not`` with no sibling keyword: the types path and the complement path
+    {"type": "string"},
+    {"type": "integer"},
+    {"type": "number"},
+    {"type": "boolean"},
+    {"type": "null"},
+    {"type": "array"},
+    {"type": "object"},
+    {"type": ["string", "null"]},
+    {"type": ["object", "array"]},
+    {"not": {"type": "object"}},
+    {"type": "string", "minLength": 1},
+    {"type": "string", "maxLength": 1},
+    {"minLength": 1},
+    {"type": "array", "minItems": 1},
+    {"type": "array", "maxItems": 0},
+    {"type": "number", "minimum": 0},
+    {"const": "s"},
+    {"enum": [7, "s", None]},
+]
+
+
+@pytest.mark.parametrize("negated", _LONE_NOTS)
+@pytest.mark.parametrize("extra", [False, True])
+def test_lone_not_accepts_what_jsonschema_accepts(negated, extra) -> None:
+    """``{"not": X}`` alone accepts exactly jsonschema's instances over every small value,
+    with and without ``allow_extra_properties``: the objects and arrays the types path
+    leaves (``not: {type: string}``) are read as the complement path reads them
+    (``not: {type: string, minLength: 1}``), any keys allowed, as ``true``'s are."""
+    schema = {"not": negated}
+    grammar = compile_json_schema(schema, allow_extra_properties=extra)
+    wrong = [
+        (text, want)
+        for value in _small_values()
+        for text in [json.dumps(value, separators=(",", ":"))]
+        for want in [_valid(schema, value)]
+        if grammar.matches(text) != want
+    ]
+    assert not wrong, wrong[:5]

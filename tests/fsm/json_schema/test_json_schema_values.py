@@ -153,3 +153,14 @@ def test_flexible_whitespace_inside_values() -> None:
     grammar = compile_json_schema({"const": {"a": [1, 2], "b": None}}, whitespace="flexible")
     assert grammar.matches('{ "b" : null , "a" : [ 1 , 2.0 ] }')
     assert not grammar.matches('{ "b" : null , "a" : [ 2 , 1 ] }')
+
+
+@given(st.one_of(st.text(), st.booleans(), st.none(), st.integers(), st.floats(allow_nan=False)))
+@settings(max_examples=400, deadline=None)
+def test_json_text_is_json_dumps(value) -> None:
+    """``values.json_text`` (a string through the encoder's own function) is
+    ``json.dumps(value, ensure_ascii=False)``, lone surrogates and control characters
+    included."""
+    from structgen.fsm.json_schema.values import json_text
+
+    assert json_text(value) == json.dumps(value, ensure_ascii=False)

@@ -170,7 +170,7 @@ class _Definitions:
         shift = {PLACEHOLDER_BASE + old: PLACEHOLDER_BASE + new for new, old in enumerate(order)}
         texts = self.texts
         return renumber_placeholders(pattern, shift), tuple(
-            renumber_placeholders(texts[i], shift) for i in order
+            [renumber_placeholders(texts[i], shift) for i in order]
         )
 
 
@@ -453,9 +453,10 @@ class _Productions:
     num_fresh = 0
 
     def add(self, lhs: int, rhs: tuple[int, ...]) -> None:
-        if len(self.cfg.lhs) >= MAX_RULES:
+        num = len(self.cfg.lhs)
+        if num >= MAX_RULES:
             raise GrammarTooComplexError(f"the grammar expands to more than {MAX_RULES} rules")
-        if len(self.cfg.lhs) % _CHECK_EVERY == 0:
+        if num % _CHECK_EVERY == 0 and num:  # (the first: ``build`` checks at each rule)
             self.deadline.check("lowering the grammar to productions")
         self.cfg.lhs.append(lhs)
         self.cfg.rhs.append(rhs)

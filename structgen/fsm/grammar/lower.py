@@ -668,7 +668,7 @@ def _closed_entry(
         if not refs:
             return (), frag
         if spots is not None:  # every reference is to the rule itself: at these places
-            return tuple([Ref(name, line, column) for line, column in spots]), frag
+            return _self_refs(name, spots), frag
         return tuple(nodes_of(self_named(expr, name))), None
     expr = self_named(expr, name)
     refs = tuple(nodes_of(expr))
@@ -699,6 +699,20 @@ def _closed_entry(
             )
     _closed.put(key, (frag, tuple([(r.line, r.column) for r in refs])))
     return refs, frag
+
+
+def _self_refs(name: str, spots: tuple[tuple[int, int], ...]) -> tuple[Ref, ...]:
+    """``Ref(name, line, column)`` per spot, one (immutable) object per distinct spot: a
+    converter's rule has its references all at ``0:0``. Raises: never.
+    """
+    made: dict[tuple[int, int], Ref] = {}
+    out = []
+    for spot in spots:
+        ref = made.get(spot)
+        if ref is None:
+            ref = made[spot] = Ref(name, *spot)
+        out.append(ref)
+    return tuple(out)
 
 
 def clear_closed() -> None:

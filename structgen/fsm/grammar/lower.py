@@ -605,7 +605,7 @@ class _Productions:
         # the helpers numbered as the walk would number them (``fresh``, in creation order)
         rule, base, nt = self.nonterminal(name), self.num_fresh, self.nt
         names = [f"{name}#{base + k}{x}" for k, x in enumerate(suffixes, 1)]
-        if any(n in nt for n in names):  # a rule so named (no reader makes one): as fresh
+        if not nt.keys().isdisjoint(names):  # a rule so named (no reader makes one): as fresh
             helpers: Any = [self.fresh(name, x) for x in suffixes]
         else:  # fresh's names and ids, added at once
             first = len(self.cfg.names)

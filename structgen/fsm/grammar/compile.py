@@ -156,6 +156,33 @@ def _lexer(
         InvalidGrammarError: the terminal's regex does not parse.
         GrammarTooComplexError: a budget is exceeded.
     """
+    root = _lexer_root(pattern, definitions, max_states, deadline, shared, source)
+    if not isinstance(root, int):  # the terminal's own automaton, or None
+        return root
+    # no row built here: the automaton builds a lexer's rows when a configuration holding
+    # one of its states needs them (a grammar's keywords and operators are mostly not
+    # expected at the start)
+    arena = shared.arena  # type: ignore[union-attr]
+    if lexers is not None:
+        return lexers(arena, root)
+    return ByteDFA(arena, root, max_states=max_states, max_seconds=deadline.remaining())
+
+
+def _lexer_root(
+    pattern: str,
+    definitions: tuple[str, ...],
+    max_states: int,
+    deadline: Deadline,
+    shared: SharedDefinitions | None,
+    source: tuple[str, frozenset[int]] | None,
+) -> int | ByteDFA | None:
+    """``_lexer``'s language of one terminal (same arguments): its term in ``shared.arena``
+    (not ``EMPTY``); or its own ``ByteDFA`` (compiled from ``pattern`` alone, when
+    ``shared`` cannot lower it); or None when it matches no string.
+
+    Raises:
+        InvalidGrammarError, GrammarTooComplexError: as ``_lexer``.
+    """
     try:
         root = None if shared is None or source is None else shared.lower(*source)
         if root is None:
@@ -167,25 +194,25 @@ def _lexer(
                 max_seconds=deadline.remaining(),
                 deadline=deadline,
             )
-        arena = shared.arena
-        arena.deadline = deadline  # emptiness searches share the compile's budget
-        try:
-            if root == EMPTY or arena.is_empty(root):
-                return None
-        finally:
-            arena.deadline = None
+        if root == EMPTY:
+            return None
+        arena = shared.arena  # type: ignore[union-attr]
+        # a term without AND / NOT is empty only as EMPTY (``TermArena.is_empty``'s own
+        # first answer): the search and its budget are for the others
+        if arena.has_boolean(root):
+            arena.deadline = deadline  # emptiness searches share the compile's budget
+            try:
+                if arena.is_empty(root):
+                    return None
+            finally:
+                arena.deadline = None
     except RegexError as exc:
         if str(exc).endswith("matches no string"):
             return None
         raise InvalidGrammarError(
             f"a terminal of the grammar is not a usable regex: {exc}"
         ) from exc
-    # no row built here: the automaton builds a lexer's rows when a configuration holding
-    # one of its states needs them (a grammar's keywords and operators are mostly not
-    # expected at the start)
-    if lexers is not None:
-        return lexers(arena, root)
-    return ByteDFA(arena, root, max_states=max_states, max_seconds=deadline.remaining())
+    return root
 
 
 def _lexers(
@@ -197,9 +224,11 @@ def _lexers(
     all of them (``parse.SharedDefinitions``), instead of once per terminal that bundles
     it: the same terms, so the same languages; and one ``ByteDFA`` over that arena, each
     terminal's lexer a ``TerminalLexer`` started at its term (``lexers.py``: a term two
-    terminals reach has one row). The automaton uses its lexers under its own
-    lock only, which makes the shared arena safe. Without recorded sources (a
-    ``CfgGrammar`` built elsewhere) each terminal is compiled on its own.
+    terminals reach has one row). The terminals are lowered in order, then their states
+    added in that order (``SharedLexers.lexers``): the states ``_lexer`` would give them
+    one by one. The automaton uses its lexers under its own lock only, which makes the
+    shared arena safe. Without recorded sources (a ``CfgGrammar`` built elsewhere) each
+    terminal is compiled on its own.
 
     Raises:
         InvalidGrammarError: a terminal's regex does not parse.
@@ -209,10 +238,16 @@ def _lexers(
         return [_lexer(p, d, max_states, deadline) for p, d in cfg.terminals]
     shared = SharedDefinitions(TermArena(), cfg.definitions, deadline, cfg.reusable, cfg.seeds)
     one = SharedLexers(max_states, deadline.remaining())
-    return [
-        _lexer(p, d, max_states, deadline, shared=shared, source=src, lexers=one)
+    out: list[ByteDFA | TerminalLexer | None] = [
+        _lexer_root(p, d, max_states, deadline, shared, src)
         for (p, d), src in zip(cfg.terminals, cfg.sources)
     ]
+    at = [t for t, root in enumerate(out) if isinstance(root, int)]
+    if at:
+        lexers = one.lexers(shared.arena, [out[t] for t in at])  # type: ignore[misc]
+        for t, lexer in zip(at, lexers):
+            out[t] = lexer
+    return out
 
 
 def _lead_in(trigger: str | None, prefix: str) -> ByteDFA | None:

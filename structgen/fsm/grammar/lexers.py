@@ -56,6 +56,17 @@ class TerminalLexer:
         self.arena = dfa.arena
         self.initial = dfa.state_of_term(root)
 
+    @classmethod
+    def at_state(cls, dfa: ByteDFA, state: int) -> TerminalLexer:
+        """The lexer started at ``dfa``'s discovered ``state`` (``TerminalLexer(dfa,
+        dfa.term(state))``, without looking the term up again). Raises: never.
+        """
+        lexer = cls.__new__(cls)
+        lexer.dfa = dfa
+        lexer.arena = dfa.arena
+        lexer.initial = state
+        return lexer
+
     @property
     def num_states(self) -> int:
         """States of the shared automaton discovered so far."""
@@ -109,6 +120,10 @@ class SharedLexers:
         Raises:
             ValueError: ``root`` is ``EMPTY``, or ``arena`` is not the first call's.
         """
+        return TerminalLexer(self._automaton(arena, root), root)
+
+    def _automaton(self, arena: TermArena, root: int) -> ByteDFA:
+        """The shared automaton, made with ``root`` on the first call."""
         if self.dfa is None:
             self.dfa = ByteDFA(
                 arena,
@@ -119,4 +134,18 @@ class SharedLexers:
             )
         elif self.dfa.arena is not arena:
             raise ValueError("SharedLexers: every terminal must be lowered into one arena")
-        return TerminalLexer(self.dfa, root)
+        return self.dfa
+
+    def lexers(self, arena: TermArena, roots: list[int]) -> list[TerminalLexer]:
+        """``[self(arena, root) for root in roots]``: the same automaton (made with
+        ``roots[0]`` when it is the first), the same states in the same order, added
+        under one hold of its lock (``ByteDFA.states_of_terms``).
+
+        Raises:
+            ValueError: a root is ``EMPTY``, or ``arena`` is not the first call's.
+        """
+        if not roots:
+            return []
+        dfa = self._automaton(arena, roots[0])
+        at = TerminalLexer.at_state
+        return [at(dfa, state) for state in dfa.states_of_terms(roots)]

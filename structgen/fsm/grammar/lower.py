@@ -170,7 +170,7 @@ class _Definitions:
         shift = {PLACEHOLDER_BASE + old: PLACEHOLDER_BASE + new for new, old in enumerate(order)}
         texts = self.texts
         return renumber_placeholders(pattern, shift), tuple(
-            renumber_placeholders(texts[i], shift) for i in order
+            [renumber_placeholders(texts[i], shift) for i in order]
         )
 
 
@@ -453,9 +453,10 @@ class _Productions:
     num_fresh = 0
 
     def add(self, lhs: int, rhs: tuple[int, ...]) -> None:
-        if len(self.cfg.lhs) >= MAX_RULES:
+        num = len(self.cfg.lhs)
+        if num >= MAX_RULES:
             raise GrammarTooComplexError(f"the grammar expands to more than {MAX_RULES} rules")
-        if len(self.cfg.lhs) % _CHECK_EVERY == 0:
+        if num % _CHECK_EVERY == 0 and num:  # (the first: ``build`` checks at each rule)
             self.deadline.check("lowering the grammar to productions")
         self.cfg.lhs.append(lhs)
         self.cfg.rhs.append(rhs)
@@ -604,7 +605,7 @@ class _Productions:
         # the helpers numbered as the walk would number them (``fresh``, in creation order)
         rule, base, nt = self.nonterminal(name), self.num_fresh, self.nt
         names = [f"{name}#{base + k}{x}" for k, x in enumerate(suffixes, 1)]
-        if any(n in nt for n in names):  # a rule so named (no reader makes one): as fresh
+        if not nt.keys().isdisjoint(names):  # a rule so named (no reader makes one): as fresh
             helpers: Any = [self.fresh(name, x) for x in suffixes]
         else:  # fresh's names and ids, added at once
             first = len(self.cfg.names)
@@ -667,7 +668,7 @@ def _closed_entry(
         if not refs:
             return (), frag
         if spots is not None:  # every reference is to the rule itself: at these places
-            return tuple([Ref(name, line, column) for line, column in spots]), frag
+            return _self_refs(name, spots), frag
         return tuple(nodes_of(self_named(expr, name))), None
     expr = self_named(expr, name)
     refs = tuple(nodes_of(expr))
@@ -698,6 +699,20 @@ def _closed_entry(
             )
     _closed.put(key, (frag, tuple([(r.line, r.column) for r in refs])))
     return refs, frag
+
+
+def _self_refs(name: str, spots: tuple[tuple[int, int], ...]) -> tuple[Ref, ...]:
+    """``Ref(name, line, column)`` per spot, one (immutable) object per distinct spot: a
+    converter's rule has its references all at ``0:0``. Raises: never.
+    """
+    made: dict[tuple[int, int], Ref] = {}
+    out = []
+    for spot in spots:
+        ref = made.get(spot)
+        if ref is None:
+            ref = made[spot] = Ref(name, *spot)
+        out.append(ref)
+    return tuple(out)
 
 
 def clear_closed() -> None:

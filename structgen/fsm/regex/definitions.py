@@ -76,9 +76,12 @@ _MAX_PROBES = 48
 
 def _few_probes(num_probes: int, text: str) -> bool:
     """True when ``num_probes`` searches of ``text`` for one code point each cost less than
-    one ``_AT_OR_PAST_BASE`` scan of it. Raises: never.
+    one ``_AT_OR_PAST_BASE`` scan of it (``num_probes <= min(_MAX_PROBES, _MIN_PROBES +
+    len(text) // _CHARS_PER_PROBE)``, the common few at once). Raises: never.
     """
-    return num_probes <= min(_MAX_PROBES, _MIN_PROBES + len(text) // _CHARS_PER_PROBE)
+    return num_probes <= _MIN_PROBES or (
+        num_probes <= _MAX_PROBES and num_probes <= _MIN_PROBES + len(text) // _CHARS_PER_PROBE
+    )
 
 
 _MAX_REPLACED = 16  # placeholders moved by ``str.replace`` (past it: one ``translate``)
@@ -95,18 +98,19 @@ def renumber_placeholders(text: str, table: dict[int, int]) -> str:
     if text.isascii():
         return text
     if _few_probes(len(table), text):  # the table's code points looked for one by one
-        moves = [
-            (chr(old), chr(new))
-            for old, new in table.items()
-            if PLACEHOLDER_BASE <= old <= 0x10FFFF
-            and new is not None
-            and new != old
-            and chr(old) in text
-        ]
+        moves = []
+        clash = False  # a new code point held by the text (``present`` below would hold it)
+        for old, new in table.items():  # (a loop: no comprehension frame for a few moves)
+            if new is None or new == old or not PLACEHOLDER_BASE <= old <= 0x10FFFF:
+                continue
+            c = chr(old)
+            if c in text:
+                n = chr(new)
+                moves.append((c, n))
+                if not clash and n >= _BASE_CHAR and n in text:
+                    clash = True
         if not moves:
             return text
-        # (a new code point held by the text: ``present`` below would hold it)
-        clash = any(new >= _BASE_CHAR and new in text for _, new in moves)
     else:
         present = set(_AT_OR_PAST_BASE.findall(text))
         moves = []

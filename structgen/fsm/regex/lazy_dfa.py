@@ -196,6 +196,30 @@ class ByteDFA:
                 self._dense = None
             return sid
 
+    def states_of_terms(self, terms: list[int]) -> list[int]:
+        """``[state_of_term(t) for t in terms]`` under one hold of the lock: the states of
+        a grammar's terminals (``fsm.grammar.lexers.SharedLexers.lexers``), new ones added
+        in the order of ``terms``.
+
+        Raises:
+            ValueError: a term is ``EMPTY`` (the states of the terms before it are added).
+        """
+        with self._lock:
+            num = self.num_states
+            ids = self._ids
+            out = []
+            try:
+                for term in terms:
+                    if term == EMPTY:
+                        raise ValueError("state_of_term: EMPTY has no state")
+                    sid = ids.get(term)
+                    out.append(self._state_of(term) if sid is None else sid)
+            finally:
+                if self.num_states > num:
+                    self._complete = False
+                    self._dense = None
+            return out
+
     def union_state(self, a: int, b: int) -> int:
         """The state whose language is the union of states ``a``'s and ``b``'s (the term
         ``ALT(term(a), term(b))``): where one token takes two paths (``TokenIndex``'s

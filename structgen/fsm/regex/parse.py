@@ -528,15 +528,23 @@ class SharedDefinitions:
         """Restore (or lower first and keep) the run of ``reusable`` and ``seeds``."""
         order = sorted(i for i in reusable if 0 <= i < len(self.texts))
         run = reused.run_key(self.texts, order) if order else ()
-        if run is None or (run and reused.lowering_texts(run) is None):
-            order, run = [], ()  # refers outside itself: lowered as usual, on need
+        if run is None:
+            order, run = [], ()  # too long: lowered as usual, on need
         seeds = tuple(  # (an ASCII text holds neither: no scan)
             dict.fromkeys(p for p in seeds if p.isascii() or not _PLACEHOLDER_OR_MARKER.search(p))
         )
         if not order and not seeds:
             return
+        # a run kept under its key refers to nothing outside itself (below: one that does
+        # is never kept with its run), so a restored one needs no ``lowering_texts`` check
         key = reused.lexer_key(run, seeds)
         terms = reused.restore(key, self.arena, self._memo)
+        if terms is None and run and reused.lowering_texts(run) is None:
+            order, run = [], ()  # refers outside itself: lowered as usual, on need
+            if not seeds:
+                return
+            key = reused.lexer_key(run, seeds)
+            terms = reused.restore(key, self.arena, self._memo)
         if terms is None:
             terms, memo = [], {}  # a memo of the run's own: lowering it depends on its texts
             for k, text in enumerate(reused.lowering_texts(run) or ()):

@@ -361,14 +361,12 @@ def test_a_terminal_with_no_string_drops_its_productions(monkeypatch) -> None:
     from structgen.fsm.grammar import compile as grammar_compile
     from structgen.fsm.grammar.compile import compile_grammar
 
-    real = grammar_compile._lexer
+    real = grammar_compile._lexer_root  # each terminal's language (None: no string)
 
-    def lexer(pattern, definitions, max_states, deadline, **shared):
-        return (
-            None if pattern == "z" else real(pattern, definitions, max_states, deadline, **shared)
-        )
+    def lexer_root(pattern, definitions, max_states, deadline, *shared):
+        return None if pattern == "z" else real(pattern, definitions, max_states, deadline, *shared)
 
-    monkeypatch.setattr(grammar_compile, "_lexer", lexer)
+    monkeypatch.setattr(grammar_compile, "_lexer_root", lexer_root)
     grammar_compile.clear_cache()
     try:
         g = compile_grammar('start: "(" start ")" | "a" | "z"', syntax="lark")

@@ -169,3 +169,32 @@ def test_grammar_compiled_both_ways_matches_as_lark(name, data) -> None:
         except lark.exceptions.LarkError:
             want = False
         assert [g.matches(candidate) for g in both] == [want, want], candidate
+
+
+@pytest.mark.parametrize("name,text,syntax", _grammars()[:8], ids=[g[0] for g in _grammars()[:8]])
+def test_batched_lexers_equal_one_by_one(name, text, syntax) -> None:
+    """``SharedLexers.lexers`` (one lock hold, ``ByteDFA.states_of_terms``) gives every
+    terminal the start state and the automaton the states, in order, that one
+    ``SharedLexers`` call per terminal gives (the reference: the path ``_lexer`` takes);
+    a root repeated keeps its state; ``EMPTY`` raises as ``state_of_term`` does."""
+    from structgen.fsm.grammar.lexers import SharedLexers
+    from structgen.fsm.regex.parse import SharedDefinitions
+    from structgen.fsm.regex.terms import EMPTY, TermArena
+
+    cfg = lower_grammar(parse_grammar(text, syntax))
+    if not hasattr(cfg, "sources"):
+        pytest.skip("a regular grammar: one regex, no lexers")
+    shared = SharedDefinitions(TermArena(), cfg.definitions, Deadline(60), cfg.reusable, cfg.seeds)
+    roots = [shared.lower(*src) for src in cfg.sources]
+    roots = [r for r in roots if r is not None and r != EMPTY]
+    roots += roots[:2]  # repeated roots
+    one, batched = SharedLexers(100_000, 60.0), SharedLexers(100_000, 60.0)
+    alone = [one(shared.arena, r) for r in roots]
+    together = batched.lexers(shared.arena, roots)
+    assert [x.initial for x in together] == [x.initial for x in alone]
+    assert batched.dfa._terms == one.dfa._terms
+    assert (batched.dfa.accepting == one.dfa.accepting).all()
+    assert (batched.dfa.num_out == one.dfa.num_out).all()
+    assert all(x.dfa is batched.dfa and x.arena is shared.arena for x in together)
+    with pytest.raises(ValueError, match="EMPTY"):
+        batched.lexers(shared.arena, [roots[0], EMPTY])

@@ -44,7 +44,16 @@ from .regex.dfa import (
     ByteDFA,
     regex_to_dfa,
 )
-from .spec import Choice, JsonSchema, LoweredRegex, Regex, RegexSpec, lower_spec, schema_for
+from .spec import (
+    Choice,
+    Grammar,
+    JsonSchema,
+    LoweredRegex,
+    Regex,
+    RegexSpec,
+    lower_spec,
+    schema_for,
+)
 
 __all__ = [
     "CompiledGrammar",
@@ -219,12 +228,15 @@ def compile_spec(
     max_convert_seconds: float = CONVERT_MAX_SECONDS,
     grammar_cache_bytes: int | None = None,
     lowered: LoweredRegex | SchemaRules | None = None,
-) -> CompiledGrammar:
+) -> BaseCompiledGrammar:
     """Compile a ``RegexSpec`` for ``vocab`` (cached by ``spec.cache_key()``, the budgets
     and the vocabulary).
 
     Args:
-        spec: the spec (``Regex``, ``JsonSchema``, ``Choice``, ``Concatenation``).
+        spec: the spec (``Regex``, ``JsonSchema``, ``Choice``, ``Concatenation``,
+            ``StructuralTag``; a ``Grammar`` compiles through
+            ``structgen.fsm.grammar.compile_grammar`` under the same two budgets, uncached
+            here but cached there).
         vocab: the vocabulary (None: only ``CompiledGrammar.matches`` works).
         max_states: budget of automaton states built, at compile and later as masks and
             decoding reach new states (default ``DEFAULT_MAX_STATES``, 200,000).
@@ -244,17 +256,23 @@ def compile_spec(
             Used only on a cache miss.
 
     Returns:
-        The grammar; its ``spec`` is ``spec.portable()`` (picklable). The budgets are
+        The grammar (a ``CompiledGrammar`` for a ``RegexSpec``); its ``spec`` is
+        ``spec.portable()`` (picklable). The budgets are
         part of the cache key: a grammar compiled under other budgets is compiled again.
 
     Raises:
         RegexError, UnsupportedRegexError, GrammarTooComplexError: see ``regex_to_dfa``
             (``GrammarTooComplexError`` also when a budget is exceeded).
         InvalidSchemaError, UnsupportedSchemaError: see ``compile_json_schema``.
-        ConfigError: ``grammar_cache_bytes`` is not None or an int >= 0.
+        ConfigError: ``grammar_cache_bytes`` is not None or an int >= 0, or ``spec`` is no
+            constraint spec.
+        InvalidGrammarError, UnsupportedGrammarError: a ``Grammar``'s text (see
+            ``compile_grammar``).
     """
     if grammar_cache_bytes is not None:
         _set_lexical_cache_bytes(vocab, grammar_cache_bytes)
+    if not isinstance(spec, RegexSpec):
+        return _compile_other(spec, vocab, max_states=max_states, max_seconds=max_seconds)
 
     def build() -> CompiledGrammar:  # a cache hit skips the lowering (and a metaschema check)
         lowering = lowered
@@ -291,6 +309,32 @@ def compile_spec(
         with schema_depth_checked(spec.schema):
             return _cached((spec.cache_key(), budgets, _fingerprint(vocab)), build)
     return _cached((spec.cache_key(), budgets, _fingerprint(vocab)), build)
+
+
+def _compile_other(spec: Any, vocab: Vocabulary | None, *, max_states: int, max_seconds: float):
+    """``compile_spec`` of a spec that is no ``RegexSpec``: a ``Grammar`` through
+    ``compile_grammar`` under the same budgets.
+
+    Raises:
+        ConfigError: ``spec`` is not a constraint spec.
+    """
+    if isinstance(spec, Grammar):
+        from .grammar import compile_grammar
+
+        return compile_grammar(
+            spec.text,
+            vocab,
+            syntax=spec.syntax,
+            start=spec.start,
+            trigger=spec.trigger,
+            prefix=spec.prefix,
+            max_states=max_states,
+            max_seconds=max_seconds,
+        )
+    raise ConfigError(
+        "compile_spec takes a constraint spec (Regex, JsonSchema, Choice, Concatenation, "
+        f"StructuralTag, Grammar), got {type(spec).__name__}"
+    )
 
 
 def compile_regex(

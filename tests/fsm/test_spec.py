@@ -169,3 +169,19 @@ def test_a_grammar_spec_refuses_bad_fields_when_made_not_when_compiled(kwargs, m
         Grammar('start: "a"', **kwargs)
     for syntax in ("auto", "lark", "gbnf", "ebnf"):  # every syntax compile_grammar reads
         assert Grammar('root ::= "a"', syntax=syntax).syntax == syntax
+
+
+def test_compile_spec_takes_a_grammar_under_its_budgets_and_refuses_a_non_spec():
+    from structgen import Grammar
+    from structgen.errors import ConfigError, GrammarTooComplexError
+    from structgen.fsm import compile_spec
+
+    lark = 'start: item ("," item)*\nitem: "[" start "]" | "x"'  # not regular: a CFG
+    grammar = compile_spec(Grammar(lark))
+    for text in ("x", "x,[x,x]", "[[x]]", "x,", "[x", "y"):
+        assert grammar.matches(text) == Grammar(lark).compile(None).matches(text)
+    assert grammar.matches("x,[x,[x]]") and not grammar.matches("[x")
+    with pytest.raises(GrammarTooComplexError):
+        compile_spec(Grammar('start: "a" "b" "c" "d" "e" "f" "g" "h"'), max_states=2)
+    with pytest.raises(ConfigError, match="got int"):
+        compile_spec(3)

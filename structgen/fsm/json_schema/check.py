@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 import jsonschema
 
-from ...errors import InvalidSchemaError
+from ...errors import InvalidSchemaError, did_you_mean
 from ..nesting import SEGMENT, fresh_stack, json_depth
 from ..regex.parse import RE_MAX_NESTING, _nesting
 
@@ -117,7 +117,32 @@ def _jsonschema_check(schema: Any, cls: type, pointer: str) -> None:
         cls.check_schema(schema, format_checker=_format_checker(cls))
     except jsonschema.SchemaError as exc:
         where = pointer + "".join("/" + str(p) for p in exc.path)
-        raise InvalidSchemaError(f"invalid JSON Schema: {exc.message}", where) from exc
+        raise InvalidSchemaError(f"invalid JSON Schema: {_type_message(exc)}", where) from exc
+
+
+_NAME_MAPS = frozenset(
+    ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies")
+)
+_TYPE_NAMES = ("array", "boolean", "integer", "null", "number", "object", "string")
+
+
+def _type_message(exc: jsonschema.SchemaError) -> str:
+    """The message of ``exc`` (jsonschema's), or for a bad ``type`` value one that lists
+    the JSON type names and the name a misspelt one most resembles (``type name 'strin' is
+    not one of array, ...; did you mean 'string'?``). Raises: never.
+    """
+    path, value = list(exc.path), exc.instance
+    if not path or path[-1] != "type" or not isinstance(value, (str, list)):
+        return exc.message
+    if len(path) > 1 and path[-2] in _NAME_MAPS:  # a property (or definition) named "type"
+        return exc.message
+    names = value if isinstance(value, list) else [value]
+    wrong = [n for n in names if not (isinstance(n, str) and n in _TYPE_NAMES)]
+    allowed = ", ".join(_TYPE_NAMES)
+    if not wrong:  # a list repeating a name, or an empty list
+        return f"type {value!r} is neither one of {allowed} nor a non-empty list of distinct ones"
+    hint = did_you_mean(wrong[0], _TYPE_NAMES) if isinstance(wrong[0], str) else ""
+    return f"type name {wrong[0]!r} is not one of {allowed}{hint}"
 
 
 def _subschemas_shallow(schema: dict):

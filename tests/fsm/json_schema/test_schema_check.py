@@ -278,3 +278,37 @@ def test_unknown_schema_uri_is_read_as_latest_draft_with_a_warning() -> None:
     assert grammar.matches('{"a":2}') and not grammar.matches('{"a":1}')  # 2020-12 reading
     known = compile_json_schema({**schema, "$schema": "http://json-schema.org/draft-07/schema#"})
     assert not any("$schema" in w for w in known.warnings)
+
+
+@pytest.mark.parametrize(
+    ("schema", "message", "pointer"),
+    [
+        (
+            {"type": "strin"},
+            "type name 'strin' is not one of array, .*; did you mean 'string'",
+            "/type",
+        ),
+        (
+            {"properties": {"a": {"type": ["integer", "nul"]}}},
+            "type name 'nul' is not one of .*; did you mean 'null'",
+            "/properties/a/type",
+        ),
+        ({"type": ["string", "string"]}, r"type \['string', 'string'\] is neither one of", "/type"),
+        (
+            {"type": ["string", 7]},
+            "type name 7 is not one of array, boolean, integer, null, number",
+            "/type",
+        ),
+        # a property named "type" keeps jsonschema's message: its value is a schema
+        (
+            {"properties": {"type": "string"}},
+            "'string' is not of type 'object', 'boolean'",
+            "/properties/type",
+        ),
+    ],
+)
+def test_a_bad_type_name_lists_the_names_and_the_nearest(schema, message, pointer) -> None:
+    assert not _jsonschema_valid(schema)
+    with pytest.raises(InvalidSchemaError, match=message) as info:
+        check_schema(schema)
+    assert info.value.pointer == pointer and str(info.value).endswith(f"(at {pointer})")

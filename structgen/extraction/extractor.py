@@ -55,6 +55,9 @@ FINISH_CHUNK = 16  # with on_result: finished documents scored together (RESULTS
 # (structgen.runtime.host_pipelines; 1: off) from this many texts on (RESULTS.md, x10)
 HOST_PIPELINES = 2
 HOST_PIPELINES_MIN_TEXTS = 64
+# on a host pipeline a text's grammar is compiled as its request is first admitted, not all
+# before the first step (False: all first); RESULTS.md, session 34 d16
+COMPILE_AT_ADMISSION = True
 
 
 def extract(
@@ -387,9 +390,20 @@ def _extract_part(
     sd, gsd, texts, params = job.sd, job.gsd, job.texts, job.params
     plans: dict[int, CopyConstraint] = {}
     grammars: dict[int, Any] = {}
-    for i in idx:
-        plan, grammar = _compiled(copy_constraint(gsd, texts[i], job.copy), gsd, engine.vocab)
-        plans[i], grammars[i] = _fit_budget(plan, grammar, gsd, engine.vocab, params.max_tokens)
+
+    def grammar_of(i: int) -> Any:
+        """Text ``i``'s grammar, compiled once (its plan recorded in ``plans``)."""
+        if i not in grammars:
+            plan, grammar = _compiled(copy_constraint(gsd, texts[i], job.copy), gsd, engine.vocab)
+            plans[i], grammars[i] = _fit_budget(plan, grammar, gsd, engine.vocab, params.max_tokens)
+        return grammars[i]
+
+    # on a host pipeline a text's grammar is compiled when its pipeline's scheduler first
+    # admits its request, beside the other pipeline's forwards (_run)
+    lazy = COMPILE_AT_ADMISSION and getattr(engine, "host_lock", None) is not None
+    if not lazy:
+        for i in idx:
+            grammar_of(i)
     prompts = {i: extraction_messages(sd, texts[i], job.instructions) for i in idx}
     results = job.results
     span_ends, options, numbers = job.span_ends, job.options, job.numbers
@@ -404,6 +418,8 @@ def _extract_part(
         """
         idx = [i for i, _ in done]
         outs = [out for _, out in done]
+        for i in idx:  # a text whose request failed before its admission: compiled here
+            grammar_of(i)
         todo = [k for k, i in enumerate(idx) if job.array_ends and plans[i].copied_fields]
         if todo:  # first: it generates the rest of an output again
             new_outs = choose_array_ends(
@@ -455,7 +471,7 @@ def _extract_part(
         engine,
         [prompts[i] for i in idx],
         params,
-        [grammars[i] for i in idx],
+        (lambda j: grammar_of(idx[j])) if lazy else [grammars[i] for i in idx],
         (lambda j, out: finished(idx[j], out)) if on_result is not None else None,
     )
     finish([(i, out) for i, out in zip(idx, outputs) if results[i] is None])
@@ -695,12 +711,12 @@ def _run(
     """Run every prompt as one continuously batched job through ``engine.run_requests``
     (thread-safe: extractions from several threads batch together), calling
     ``on_output(i, output)`` on this thread as each request finishes; returns the outputs
-    in input order. ``grammar`` is one compiled grammar or a list with one per prompt.
+    in input order. ``grammar`` is one compiled grammar, a list with one per prompt, or
+    (on a host pipeline's ``Engine``, whose scheduler runs only this job's requests) a
+    callable ``grammar(i)`` compiling prompt ``i``'s: every request is made unconstrained
+    and queued at once (the scheduler's order is the same), and gets its grammar
+    (``Engine.attach_grammar``) as the scheduler first admits it (``Scheduler.on_admit``).
     """
-    grammars = grammar if isinstance(grammar, list) else [grammar] * len(prompts)
-    reqs = [engine.make_request(p, params, g) for p, g in zip(prompts, grammars)]
-    if on_output is None:
-        return engine.run_requests(reqs)
     done: set[int] = set()
 
     def listener(i: int, out: Any) -> None:
@@ -708,4 +724,22 @@ def _run(
             done.add(i)
             on_output(i, out)
 
-    return engine.run_requests(reqs, listener)
+    report = listener if on_output is not None else None
+    if not isinstance(grammar, list) and not hasattr(grammar, "matcher"):  # grammar(i)
+        reqs = [engine.make_request(p, params, None) for p in prompts]
+        unconstrained = {r.request_id: (r, i) for i, r in enumerate(reqs)}
+
+        def on_admit(req: Any) -> None:
+            got = unconstrained.pop(req.request_id, None)
+            if got is not None and got[0] is req:
+                engine.attach_grammar(req, grammar(got[1]))
+
+        scheduler = engine.scheduler
+        scheduler.on_admit = on_admit
+        try:
+            return engine.run_requests(reqs, report)
+        finally:
+            scheduler.on_admit = None
+    grammars = grammar if isinstance(grammar, list) else [grammar] * len(prompts)
+    reqs = [engine.make_request(p, params, g) for p, g in zip(prompts, grammars)]
+    return engine.run_requests(reqs, report)

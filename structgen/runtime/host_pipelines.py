@@ -16,8 +16,11 @@ engine it was made from is left as it is, so other callers of that engine are un
 work except the forwards (``Engine.step`` releases it around ``runner.execute``, whose C
 kernels release the GIL), so the pipelines' host work, grammar state included, never runs
 concurrently (it would share compiled grammars' lazily built state), only beside the other
-pipeline's forward. Greedy outputs equal the single pipeline's: the kernels are batch and
-thread-count invariant (a request's tokens do not depend on its batch or its threads).
+pipeline's forward. A job whose partner has ended runs its forwards on the caller's kernel
+threads shared among the jobs still running (``HostLock.forward_threads``: a pipeline left
+alone at the end of a job uses both cores of a 2-core host). Greedy outputs equal the single
+pipeline's: the kernels are batch and thread-count invariant (a request's tokens do not
+depend on its batch or its threads).
 """
 
 from __future__ import annotations
@@ -29,12 +32,15 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from structgen.errors import ConfigError
-from structgen.runtime.cpu.threads import kernel_thread_limit
+from structgen.runtime.cpu.threads import kernel_thread_limit, kernel_threads
 
 if TYPE_CHECKING:
     from structgen.runtime.engine import Engine
 
 __all__ = ["HostLock", "HostPipelines", "host_pipelines"]
+
+# the jobs still running share an ended job's kernel threads (False: one thread each to the end)
+SHARE_THREADS = True
 
 
 class HostLock:
@@ -49,6 +55,8 @@ class HostLock:
         self._lock = threading.Lock()
         self._owner: int | None = None
         self._depth = 0
+        # the C kernels' threads within ``released`` (the forward); None: the thread's own
+        self.forward_threads: int | None = None
 
     def __enter__(self) -> HostLock:
         me = threading.get_ident()
@@ -68,17 +76,23 @@ class HostLock:
     @contextmanager
     def released(self) -> Iterator[None]:
         """Let go of the lock (every level this thread holds) within the block; taken back
-        on exit, also on error.
+        on exit, also on error. Within the block this thread's C kernels use
+        :attr:`forward_threads` threads (read on entry; None: unchanged).
 
         Raises:
             RuntimeError: this thread does not hold the lock.
         """
         if self._owner != threading.get_ident():
             raise RuntimeError("HostLock.released: the calling thread does not hold the lock")
+        threads = self.forward_threads
         depth, self._owner, self._depth = self._depth, None, 0
         self._lock.release()
         try:
-            yield
+            if threads is None:
+                yield
+            else:
+                with kernel_thread_limit(threads):
+                    yield
         finally:
             self._lock.acquire()
             self._owner, self._depth = threading.get_ident(), depth
@@ -142,6 +156,12 @@ class HostPipelines:
         outcomes: list[tuple[Any, BaseException | None]] = [(None, None)] * len(jobs)
         calls: queue.SimpleQueue = queue.SimpleQueue()  # (fn, args) or None when a job ended
         failed: list[BaseException] = []  # a posted call raised: the jobs stop posting
+        total = kernel_threads()  # this thread's kernel threads, shared among running jobs
+        alive = [len(jobs)]  # jobs not yet ended
+
+        def share() -> None:  # under self.lock: read by a forward as it starts
+            if SHARE_THREADS:
+                self.lock.forward_threads = max(1, total // max(1, alive[0]))
 
         def post(fn: Callable[..., None], *args: Any) -> None:
             if failed:
@@ -151,12 +171,18 @@ class HostPipelines:
         def work(k: int) -> None:
             try:
                 with kernel_thread_limit(1), self.lock:
-                    outcomes[k] = (jobs[k](self.engines[k], post), None)
+                    try:
+                        outcomes[k] = (jobs[k](self.engines[k], post), None)
+                    finally:  # the jobs still running share this one's kernel threads
+                        alive[0] -= 1
+                        share()
             except BaseException as exc:  # reported to the caller, never lost
                 outcomes[k] = (None, exc)
             finally:
                 calls.put(None)
 
+        with self.lock:
+            share()
         threads = [
             threading.Thread(target=work, args=(k,), name=f"structgen-pipeline-{k}", daemon=True)
             for k in range(len(jobs))
@@ -180,6 +206,7 @@ class HostPipelines:
         finally:  # never leave a job running on the pipelines after this call
             for t in threads:
                 t.join()
+            self.lock.forward_threads = None
         if failed:
             raise failed[0]
         return outcomes

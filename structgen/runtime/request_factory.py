@@ -171,14 +171,21 @@ class RequestFactory:
                 else max(0, p.prompt_logprobs_start - 1),
             )
             if grammar is not None:
-                req.constraint = term
-                # the output's budget is max_tokens or the context's room, whichever ends
-                # first (step._check_limits finishes the request at either): a JSON cut by
-                # the context is closed validly as one cut by max_tokens is
-                room = self.max_request_tokens() - len(ids)
-                req.matcher = grammar.matcher(max_tokens=max(1, min(p.max_tokens, room)))
+                self.attach_grammar(req, grammar, term)
             reqs.append(req)
         return reqs
+
+    def attach_grammar(self, req: Request, grammar: Any, constraint: Any = None) -> None:
+        """Constrain ``req`` (made without a constraint, not yet run) by a compiled
+        ``grammar``, as ``make_request`` would have: its matcher's budget is ``max_tokens``
+        or the context's room, whichever ends first (``step._check_limits`` finishes the
+        request at either: a JSON cut by the context is closed validly as one cut by
+        ``max_tokens`` is). ``constraint``: what it was compiled from (default ``grammar``).
+        Raises: what ``grammar.matcher`` raises.
+        """
+        room = self.max_request_tokens() - len(req.prompt_token_ids)
+        req.constraint = grammar if constraint is None else constraint
+        req.matcher = grammar.matcher(max_tokens=max(1, min(req.params.max_tokens, room)))
 
     def _make_request(self, prompt: Any, params: SamplingParams, constraint: Any) -> Request:
         if isinstance(params, SamplingParams) and params.n != 1:

@@ -143,6 +143,10 @@ class Scheduler:
         # pages into ``cache`` (a host pipeline imports what its engine's cache holds:
         # ``Engine.host_pipeline``, ``RadixCache.import_prefix``); None: nothing
         self.prefix_source: Callable[[list[int]], object] | None = None
+        # called with a request about to be admitted for the first time, before its pages
+        # are found (again if that admission is put off: it must be idempotent); a host
+        # pipeline's extraction attaches the request's grammar there; None: nothing
+        self.on_admit: Callable[[Request], None] | None = None
 
     # ------------------------------------------------------------------ queues
     @property
@@ -353,6 +357,8 @@ class Scheduler:
             key = tuple(req.token_slice(length, length + size)) if self.cache is not None else ()
             if len(key) == size and length + size <= self._cache_limit(req) and key in busy:
                 continue  # another request computes this page right now: reuse it next step
+            if self.on_admit is not None and not req.was_admitted:
+                self.on_admit(req)
             if node is not None:
                 self.cache.inc_ref(node)
                 req.cache_node = node

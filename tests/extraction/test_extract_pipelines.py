@@ -143,3 +143,29 @@ def test_the_shared_head_is_computed_once_on_the_engine(engine, monkeypatch):
     assert engine.cache.num_cached_pages > 0
     assert _pipeline_hits(engine) - before > hits_without
     assert with_head == without
+
+
+def test_grammars_compiled_at_admission_return_what_one_pipeline_does(engine, monkeypatch):
+    import inspect
+
+    one, _ = _run(engine, 1, monkeypatch)
+    compiled = extractor._compiled
+    where = []  # per grammar compile on a pipeline's thread: inside its scheduler's admission?
+
+    def counted(plan, schema, vocab):
+        if threading.current_thread().name.startswith("structgen-pipeline-"):
+            where.append(any(f.function == "_admit" for f in inspect.stack()))
+        return compiled(plan, schema, vocab)
+
+    monkeypatch.setattr(extractor, "_compiled", counted)
+    two, reported = _run(engine, 2, monkeypatch)
+    assert two == one
+    assert sorted(i for i, _, _ in reported) == list(range(len(TEXTS)))
+    assert len(where) == len(TEXTS) and all(where)  # each text's grammar, as it was admitted
+    assert all(e.scheduler.on_admit is None for e in host_pipelines(engine).engines)
+    texts = [*TEXTS[:4], "word " * 600, *TEXTS[4:]]  # too long: fails at add, never admitted
+    one, _ = _run(engine, 1, monkeypatch, texts=texts)
+    where.clear()
+    two, _ = _run(engine, 2, monkeypatch, texts=texts)
+    assert isinstance(two[4], ExtractionError) and two[:4] + two[5:] == one[:4] + one[5:]
+    assert len(where) == len(texts) and where.count(False) == 1  # compiled for its result

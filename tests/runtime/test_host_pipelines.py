@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -115,3 +116,43 @@ def test_bad_arguments_are_refused(engine, pipes):
         HostPipelines(engine, 1)
     with pytest.raises(ConfigError):
         pipes.try_run([lambda e, p: 1] * 3)
+
+
+def test_a_job_left_alone_runs_its_forwards_on_the_callers_threads(engine, pipes):
+    from structgen.runtime.cpu.threads import kernel_thread_limit, kernel_threads
+
+    params = SamplingParams(max_tokens=4, temperature=0.0)
+    prompt = "item 1: the colour is"
+    ref = engine.generate([prompt], params)[0].token_ids
+    seen: dict[int, list[int]] = {0: [], 1: []}
+    saved = [e.runner.execute for e in pipes.engines]
+    for k, e in enumerate(pipes.engines):
+
+        def counted(scheduled, execute=saved[k], k=k):
+            seen[k].append(kernel_threads())
+            return execute(scheduled)
+
+        e.runner.execute = counted
+
+    def short(e, post):
+        return e.generate(["hello"], params)[0].token_ids
+
+    def long(e, post):
+        with pipes.lock.released():  # until the short job has ended
+            for _ in range(1000):
+                if pipes.lock.forward_threads == 2:
+                    break
+                time.sleep(0.01)
+        return e.generate([prompt], params)[0].token_ids
+
+    try:
+        with kernel_thread_limit(2):
+            outcomes = pipes.try_run([short, long])
+    finally:
+        for e, execute in zip(pipes.engines, saved):
+            e.runner.execute = execute
+    assert [exc for _, exc in outcomes] == [None, None]
+    assert seen[0] and set(seen[0]) == {1}  # beside the other job: one thread each
+    assert seen[1] and set(seen[1]) == {2}  # left alone: the caller's two threads
+    assert outcomes[1][0] == ref  # the same tokens (the kernels are thread-count invariant)
+    assert pipes.lock.forward_threads is None  # reset after the run

@@ -35,6 +35,7 @@ __all__ = [
     "RequestError",
     "PromptTooLongError",
     "ExtractionError",
+    "ExtractionPromptTooLongError",
     "ProgramError",
     "DistributedError",
     "EngineDeadError",
@@ -181,6 +182,15 @@ class ExtractionError(StructgenError):
         self.cut_by = cut_by
 
 
+class ExtractionPromptTooLongError(ExtractionError, PromptTooLongError):
+    """A text's extraction prompt (the text with the schema, in the chat template) does
+    not fit the model's context or the KV cache: refused before anything ran, as a
+    ``generate`` prompt is (``except PromptTooLongError`` catches both), and in a batch
+    with ``errors="return"`` an ExtractionError in that text's place. Its message is the
+    engine's (``prompt has N tokens; this engine's context allows at most M (...)``).
+    """
+
+
 class ProgramError(StructgenError):
     """A structgen program raised; the message names the program's own line.
 
@@ -294,6 +304,20 @@ def unknown_keyword_error(owner: str, key: object, names: Sequence[str]) -> Conf
     """
     hint = did_you_mean(key, names)
     return ConfigError(f"{owner} got an unknown keyword {key!r}{hint} (fields: {', '.join(names)})")
+
+
+def prompt_too_long(
+    num_tokens: int, limit: int, cls: type[PromptTooLongError] = PromptTooLongError
+) -> PromptTooLongError:
+    """The error for a prompt of ``num_tokens`` tokens on an engine whose requests hold at
+    most ``limit`` tokens (``max_request_tokens()``: the context, or the KV cache where
+    smaller), in the one wording the engine, its scheduler, ``extract`` and the CLI use.
+    Returned, not raised. Raises: never.
+    """
+    return cls(
+        f"prompt has {num_tokens} tokens; this engine's context allows at most "
+        f"{limit - 1} (max_model_len, or the KV cache's size where smaller)"
+    )
 
 
 def did_you_mean(key: object, names: Sequence[str]) -> str:

@@ -10,7 +10,8 @@ extraction's says how many texts finished and were written).
 An input too long for the model's context is refused before anything runs, by both
 ``generate`` (its prompt) and ``extract`` (a text's extraction prompt: the text with the
 schema, in the chat template), in one message naming both lengths: ``prompt has N tokens;
-this engine's context allows at most M (...)`` (``Engine.check_prompt_fits``). A single
+this engine's context allows at most M (...)`` (``Engine.check_prompt_fits``; for a text,
+``extract``'s own ``ExtractionPromptTooLongError``). A single
 such input exits 2; in a JSON Lines batch it is that line's error line (``FILE:LINE:
 prompt has ...``) and counts among the failed texts (exit 1 for the batch).
 """
@@ -150,21 +151,15 @@ def cmd_extract(args: argparse.Namespace) -> int:
     kept = [i for i, t in enumerate(texts) if t.strip()]  # blank JSON lines: errors, no model
     args.constrained = True
     engine = _engine(args) if kept else None
-    too_long = _prompts_too_long(engine, schema, texts, kept) if kept else {}
-    kept = [i for i in kept if i not in too_long]
     params = SamplingParams(max_tokens=args.max_tokens, temperature=0.0)
     batch = BatchWriter(lambda res, name: _write_result(out, res, name), len(texts), where,
                         lines is not None, args.max_tokens)  # fmt: skip
     try:
-        if lines is None and too_long:
-            raise too_long[0]  # exit 2, as generate's prompt too long
         for i, t in enumerate(texts):
             if not t.strip():
                 batch.on_result(
                     i, ExtractionError("the text is empty: there is nothing to extract from")
                 )
-            elif i in too_long:
-                batch.on_result(i, ExtractionError(str(too_long[i]), finish_reason="error"))
         if kept:
             with warnings.catch_warnings():  # reported above, one line per text
                 warnings.simplefilter("ignore", ExtractionTruncatedWarning)
@@ -187,34 +182,6 @@ def cmd_extract(args: argparse.Namespace) -> int:
     return 0
 
 
-def _prompts_too_long(
-    engine: Any, schema: Any, texts: Sequence[str], indices: Sequence[int]
-) -> dict[int, PromptTooLongError]:
-    """The texts of ``indices`` whose extraction prompt (``extraction_messages``: the text
-    with the schema, as ``extract`` sends it, no instructions) leaves no room in the
-    engine's context, each with the error ``engine.check_prompt_fits`` raises for it.
-
-    Raises:
-        never (a prompt the engine cannot encode, or an engine without
-        ``check_prompt_fits`` and ``encode_prompt``, is left to ``extract``).
-    """
-    from structgen.extraction import extraction_messages
-    from structgen.fsm.spec import schema_for
-
-    found: dict[int, PromptTooLongError] = {}
-    if not (hasattr(engine, "check_prompt_fits") and hasattr(engine, "encode_prompt")):
-        return found
-    sd = schema_for(schema)
-    for i in indices:
-        try:
-            engine.check_prompt_fits(engine.encode_prompt(extraction_messages(sd, texts[i])))
-        except PromptTooLongError as exc:
-            found[i] = exc
-        except StructgenError:
-            pass
-    return found
-
-
 def _write_result(out: Any, res: Any, where: str | None) -> None:
     """One result line: the object, or for a failed JSON Lines text (``where`` is its
     ``FILE:LINE``) its error line ``{"error", "raw_text"}``; a failed single text
@@ -224,6 +191,8 @@ def _write_result(out: Any, res: Any, where: str | None) -> None:
         # the API's message names max_tokens; on the command line that is --max-tokens
         by_max_tokens = res.cut_by is not None and res.cut_by.name == "max_tokens"
         flag = " (--max-tokens)" if by_max_tokens else ""
+        if where is None and isinstance(res, PromptTooLongError):
+            raise CliError(str(res), code=2)  # bad input, as generate's prompt too long
         if where is None:
             raw = f" (raw output: {res.raw_text!r})" if res.raw_text else ""
             raise CliError(f"{res}{flag}{raw}", code=1)

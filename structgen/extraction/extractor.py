@@ -9,9 +9,11 @@ from typing import TYPE_CHECKING, Any
 
 from structgen.errors import (
     ExtractionError,
+    ExtractionPromptTooLongError,
     ExtractionTruncatedWarning,
     GrammarTooComplexError,
     LengthLimit,
+    PromptTooLongError,
     RequestError,
     StructgenError,
     length_limit,
@@ -174,7 +176,10 @@ def extract(
             model's context (the message names which) before its JSON was complete, or a
             ``params.stop`` string or ``stop_token_ids`` token ended it before then;
             carries the raw text and finish reason. Never returns a half object.
-            An empty or whitespace-only text fails this way too, without model work.
+            An empty or whitespace-only text fails this way too, without model work;
+            a text whose prompt does not fit the engine's context fails with
+            ``ExtractionPromptTooLongError`` (an ExtractionError and a
+            ``PromptTooLongError``), without model work.
         RequestError: a text is not a string, ``errors`` is neither ``"raise"`` nor
             ``"return"``, ``params`` is not a SamplingParams or asks for ``n`` > 1
             outputs (extract returns one object per text), or a switch (``copy``,
@@ -452,13 +457,19 @@ def _extract_part(
             for k, text_k in zip(todo, new):
                 outs[k] = dataclasses.replace(outs[k], text=text_k)
         for i, out in zip(idx, outs):
-            if by_text and _ok(out):
-                out = dataclasses.replace(out, text=_with_evidence(sd, texts[i], out.text))
-            results[i] = _result(out, i, model_cls, sd, return_details, plans[i].copied_fields, cut)
+            if i in too_long:  # failed at the scheduler, before any model work
+                results[i] = too_long[i]
+            else:
+                if by_text and _ok(out):
+                    out = dataclasses.replace(out, text=_with_evidence(sd, texts[i], out.text))
+                results[i] = _result(
+                    out, i, model_cls, sd, return_details, plans[i].copied_fields, cut
+                )
             if on_result is not None:
                 on_result(i, results[i])
 
     pending: list[tuple[int, Any]] = []  # finished outputs waiting for their chunk
+    too_long: dict[int, ExtractionPromptTooLongError] = {}  # text -> its error
 
     def finished(i: int, out: Any) -> None:
         pending.append((i, out))
@@ -473,6 +484,7 @@ def _extract_part(
         params,
         (lambda j: grammar_of(idx[j])) if lazy else [grammars[i] for i in idx],
         (lambda j, out: finished(idx[j], out)) if on_result is not None else None,
+        lambda j, exc: too_long.__setitem__(idx[j], exc),
     )
     finish([(i, out) for i, out in zip(idx, outputs) if results[i] is None])
 
@@ -707,6 +719,7 @@ def _run(
     params: SamplingParams,
     grammar: Any,
     on_output: Callable[[int, Any], None] | None,
+    on_too_long: Callable[[int, ExtractionPromptTooLongError], None],
 ) -> list[Any]:
     """Run every prompt as one continuously batched job through ``engine.run_requests``
     (thread-safe: extractions from several threads batch together), calling
@@ -716,6 +729,9 @@ def _run(
     callable ``grammar(i)`` compiling prompt ``i``'s: every request is made unconstrained
     and queued at once (the scheduler's order is the same), and gets its grammar
     (``Engine.attach_grammar``) as the scheduler first admits it (``Scheduler.on_admit``).
+    A prompt with no room in the engine's context is still queued (the scheduler fails it
+    alone, before any model work) and reported first, ``on_too_long(i, error)``, with
+    the engine's message (``check_prompt_fits``).
     """
     done: set[int] = set()
 
@@ -725,8 +741,18 @@ def _run(
             on_output(i, out)
 
     report = listener if on_output is not None else None
+
+    def refuse_too_long(reqs: list[Any]) -> None:
+        check = getattr(engine, "check_prompt_fits", None)
+        for i, req in enumerate(reqs if check is not None else ()):
+            try:
+                check(req.prompt_token_ids)
+            except PromptTooLongError as exc:
+                on_too_long(i, ExtractionPromptTooLongError(str(exc), finish_reason="error"))
+
     if not isinstance(grammar, list) and not hasattr(grammar, "matcher"):  # grammar(i)
         reqs = [engine.make_request(p, params, None) for p in prompts]
+        refuse_too_long(reqs)
         unconstrained = {r.request_id: (r, i) for i, r in enumerate(reqs)}
 
         def on_admit(req: Any) -> None:
@@ -742,4 +768,5 @@ def _run(
             scheduler.on_admit = None
     grammars = grammar if isinstance(grammar, list) else [grammar] * len(prompts)
     reqs = [engine.make_request(p, params, g) for p, g in zip(prompts, grammars)]
+    refuse_too_long(reqs)
     return engine.run_requests(reqs, report)

@@ -14,10 +14,10 @@ from typing import Any
 
 from structgen.errors import (
     ConfigError,
-    PromptTooLongError,
     RequestError,
     StructgenError,
     did_you_mean,
+    prompt_too_long,
 )
 from structgen.fsm.base import BaseCompiledGrammar
 from structgen.fsm.spec import to_constraint
@@ -127,10 +127,7 @@ class RequestFactory:
         """
         limit = self.max_request_tokens()
         if len(ids) >= limit:
-            raise PromptTooLongError(
-                f"prompt has {len(ids)} tokens; this engine's context allows at most "
-                f"{limit - 1} (max_model_len, or the KV cache's size where smaller)"
-            )
+            raise prompt_too_long(len(ids), limit)
 
     # -------------------------------------------------------------- requests
     def _make_requests(self, prompt: Any, params: SamplingParams, constraint: Any) -> list[Request]:

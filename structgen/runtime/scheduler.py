@@ -45,7 +45,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from structgen.errors import PromptTooLongError
+from structgen.errors import prompt_too_long
 from structgen.runtime.kv_pool import KVPool
 from structgen.runtime.radix_cache import RadixCache
 from structgen.runtime.request import Request, RequestStatus
@@ -167,12 +167,7 @@ class Scheduler:
         """
         limit = self.max_request_tokens()
         if len(req.prompt_token_ids) >= limit:
-            err = PromptTooLongError(
-                f"prompt has {len(req.prompt_token_ids)} tokens; the limit is {limit - 1} "
-                f"(max_model_len={self.max_model_len}, KV cache "
-                f"{self.pool.num_usable_pages * self.pool.page_size} tokens)"
-            )
-            req.finish("error", str(err))
+            req.finish("error", str(prompt_too_long(len(req.prompt_token_ids), limit)))
             return
         if req.prompt_only and req.num_tokens < 2:
             req.finish("length")

@@ -5,7 +5,9 @@ line says the same and the other texts run.
 
 Reference: the tiny model's context (``tiny_engine.max_request_tokens()``) and, for the
 length an extraction prompt has, what ``structgen.extraction.extract`` itself sends: the
-scheduler's own refusal of that request names its token count.
+scheduler's own refusal of that request names its token count; ``extract`` raises it as
+``ExtractionPromptTooLongError``, both an ExtractionError and generate's
+``PromptTooLongError``.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ def _sent_tokens(tiny_engine, text: str) -> int | None:
     """The token count of the prompt ``extract`` sends for ``text``, read from the
     scheduler's refusal of it (None when the prompt fit)."""
     res = extract(tiny_engine, _SCHEMA, [text], errors="return")[0]
-    found = re.search(r"prompt has (\d+) tokens; the limit is", str(res))
+    found = _TOO_LONG.fullmatch(str(res))
     return None if found is None else int(found.group(1))
 
 
@@ -106,3 +108,27 @@ def test_a_jsonl_text_too_long_is_its_error_line(
     assert _TOO_LONG.fullmatch(message), message
     assert int(_TOO_LONG.search(message).group(1)) == _sent_tokens(tiny_engine, long_text)
     assert captured.err.strip().endswith("structgen: error: 1 of 2 extractions failed")
+
+
+def test_extract_raises_prompt_too_long_like_generate_and_returns_it_in_a_batch(tiny_engine):
+    from structgen.errors import ExtractionError, ExtractionPromptTooLongError, PromptTooLongError
+
+    limit = tiny_engine.max_request_tokens()
+    long_text = " ".join(["x"] * (2 * limit))
+    with pytest.raises(PromptTooLongError) as info:
+        tiny_engine.generate([long_text], None)
+    generate_msg = str(info.value)
+    with pytest.raises(ExtractionPromptTooLongError) as info:
+        extract(tiny_engine, _SCHEMA, long_text)
+    err = info.value
+    assert isinstance(err, PromptTooLongError) and isinstance(err, ExtractionError)
+    assert err.finish_reason == "error" and err.raw_text == ""
+    got, most = map(int, _TOO_LONG.fullmatch(str(err)).groups())
+    assert most == limit - 1 == int(_TOO_LONG.fullmatch(generate_msg).group(2))
+    assert got > int(_TOO_LONG.fullmatch(generate_msg).group(1))  # schema and template too
+
+    short = "a = 3"
+    res = extract(tiny_engine, _SCHEMA, [short, long_text, short], errors="return",
+                  params=None)  # fmt: skip
+    assert isinstance(res[1], ExtractionPromptTooLongError) and str(res[1]) == str(err)
+    assert res[0] == res[2] == extract(tiny_engine, _SCHEMA, short)

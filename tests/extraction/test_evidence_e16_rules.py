@@ -11,17 +11,9 @@ import pytest
 from structgen.extraction.evidence import apply_evidence
 from structgen.extraction.evidence.names import dangling_cut
 from structgen.extraction.labels import host_field, host_names, identifier_chunks
+from tests.extraction._schemas import strict_object as _obj
 
 STR = {"type": "string", "maxLength": 60}
-
-
-def _obj(**props) -> dict:
-    return {
-        "type": "object",
-        "properties": props,
-        "required": list(props),
-        "additionalProperties": False,
-    }
 
 
 def test_an_identifier_field_holding_no_digit_takes_the_one_identifier():

@@ -9,18 +9,10 @@ import pytest
 from structgen.extraction.evidence import apply_evidence
 from structgen.extraction.evidence.text import stem
 from structgen.extraction.labels import iban_runs, identifier_candidates
+from tests.extraction._schemas import strict_object as _obj
 
 STR = {"type": "string", "maxLength": 42}
 NUM = {"type": "number"}
-
-
-def _obj(**props) -> dict:
-    return {
-        "type": "object",
-        "properties": props,
-        "required": list(props),
-        "additionalProperties": False,
-    }
 
 
 @pytest.mark.parametrize(

@@ -18,19 +18,11 @@ from structgen.extraction.evidence.names import (
 from structgen.extraction.evidence.roles import swapped_roles
 from structgen.extraction.evidence.strings import label_value, span_end
 from structgen.extraction.evidence.text import TextWords
+from tests.extraction._schemas import strict_object as _obj
 
 STR = {"type": "string", "maxLength": 80}
 NSTR = {"type": ["string", "null"], "maxLength": 80}
 NUM = {"type": "number", "minimum": 0}
-
-
-def _obj(**props) -> dict:
-    return {
-        "type": "object",
-        "properties": props,
-        "required": list(props),
-        "additionalProperties": False,
-    }
 
 
 @pytest.mark.parametrize(

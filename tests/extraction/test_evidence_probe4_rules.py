@@ -26,19 +26,11 @@ from structgen.extraction.evidence.options import bool_value
 from structgen.extraction.evidence.roles import swapped_roles
 from structgen.extraction.evidence.strings import label_list
 from structgen.extraction.evidence.text import TextWords, name_stems
+from tests.extraction._schemas import strict_object as _obj
 
 STR = {"type": "string", "maxLength": 80}
 DATE = {"type": "string", "format": "date"}
 NDATE = {"type": ["string", "null"], "format": "date"}
-
-
-def _obj(**props) -> dict:
-    return {
-        "type": "object",
-        "properties": props,
-        "required": list(props),
-        "additionalProperties": False,
-    }
 
 
 # ---- the order stated later in the date's sentence ----

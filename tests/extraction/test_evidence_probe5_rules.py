@@ -14,20 +14,12 @@ from structgen.extraction.evidence.numbers import unit_value, with_halves
 from structgen.extraction.evidence.records import day_number_fields, day_number_items
 from structgen.extraction.evidence.strings import label_list
 from structgen.fsm.numerals import numeral_spans
+from tests.extraction._schemas import strict_object as _obj
 
 STR = {"type": "string", "maxLength": 60}
 LIST = {"type": "array", "maxItems": 6, "items": STR}
 DAYS = {"enum": ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]}
 HOURS = {"type": "number", "minimum": 0, "maximum": 24}
-
-
-def _obj(**props) -> dict:
-    return {
-        "type": "object",
-        "properties": props,
-        "required": list(props),
-        "additionalProperties": False,
-    }
 
 
 def _entries(max_items: int = 7) -> dict:

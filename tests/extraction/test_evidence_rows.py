@@ -5,20 +5,12 @@ from __future__ import annotations
 
 from structgen.extraction.evidence import apply_evidence
 from structgen.extraction.evidence.rows import amount_items, amount_lists, row_items, table_rows
+from tests.extraction._schemas import strict_object as _obj
 
 STR = {"type": "string", "maxLength": 60}
 NUM = {"type": "number", "minimum": 0}
 INT = {"type": "integer", "minimum": 0, "maximum": 99}
 DATE = {"type": "string", "format": "date"}
-
-
-def _obj(**props) -> dict:
-    return {
-        "type": "object",
-        "properties": props,
-        "required": list(props),
-        "additionalProperties": False,
-    }
 
 
 def _arr(item: dict) -> dict:

@@ -11,6 +11,7 @@ from structgen.extraction.evidence import apply_evidence
 from structgen.extraction.evidence.numbers import dated_numerals
 from structgen.fsm.dates import date_spans
 from structgen.fsm.numerals import numeral_spans
+from tests.extraction._schemas import strict_object as _obj
 
 STR = {"type": "string", "maxLength": 60}
 NUM = {"type": "number", "minimum": 0}
@@ -19,15 +20,6 @@ CUR = {"enum": ["EUR", "USD", "GBP", "CAD", "NOK"]}
 
 def _int(lo: int = 0, hi: int = 60) -> dict:
     return {"type": "integer", "minimum": lo, "maximum": hi}
-
-
-def _obj(**props) -> dict:
-    return {
-        "type": "object",
-        "properties": props,
-        "required": list(props),
-        "additionalProperties": False,
-    }
 
 
 def test_a_count_takes_no_numeral_of_a_date():

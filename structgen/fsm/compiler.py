@@ -319,18 +319,7 @@ def _compile_other(spec: Any, vocab: Vocabulary | None, *, max_states: int, max_
         ConfigError: ``spec`` is not a constraint spec.
     """
     if isinstance(spec, Grammar):
-        from .grammar import compile_grammar
-
-        return compile_grammar(
-            spec.text,
-            vocab,
-            syntax=spec.syntax,
-            start=spec.start,
-            trigger=spec.trigger,
-            prefix=spec.prefix,
-            max_states=max_states,
-            max_seconds=max_seconds,
-        )
+        return spec.compile(vocab, max_states=max_states, max_seconds=max_seconds)
     raise ConfigError(
         "compile_spec takes a constraint spec (Regex, JsonSchema, Choice, Concatenation, "
         f"StructuralTag, Grammar), got {type(spec).__name__}"

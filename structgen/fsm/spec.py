@@ -533,8 +533,11 @@ class Grammar(BaseSpec):
                     f"Grammar's {name} must be a string or None, got {type(value).__name__}"
                 )
 
-    def compile(self, vocab: Any) -> BaseCompiledGrammar:
-        """Compile for ``vocab`` (cached, ``structgen.fsm.grammar.compile_grammar``)."""
+    def compile(self, vocab: Any, **budgets: Any) -> BaseCompiledGrammar:
+        """Compile for ``vocab`` (cached, ``structgen.fsm.grammar.compile_grammar``, which
+        also takes ``budgets``: ``max_states``, ``max_seconds``, ``max_configs``,
+        ``max_items``).
+        """
         from .grammar import compile_grammar
 
         return compile_grammar(
@@ -544,6 +547,7 @@ class Grammar(BaseSpec):
             start=self.start,
             trigger=self.trigger,
             prefix=self.prefix,
+            **budgets,
         )
 
     def cache_key(self) -> tuple:

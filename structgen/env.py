@@ -37,6 +37,7 @@ __all__ = [
     "openai_api_key",
     "read",
     "read_env",
+    "texts",
     "set_default",
 ]
 
@@ -229,6 +230,33 @@ def read(field: str, environ: Mapping[str, str] | None = None) -> Any:
         spec = _FIELDS[field]
         return spec.default_factory() if spec.default is dataclasses.MISSING else spec.default
     return _PARSERS[var.type](var.name, text)
+
+
+_KEYS: dict[tuple[str, ...], tuple[Any, ...]] = {}  # fields -> os.environ's keys of them
+
+
+def texts(fields: tuple[str, ...]) -> tuple[Any, ...]:
+    """The raw values of some settings' variables, for noticing a change cheaply.
+
+    Equal tuples from two calls mean the variables held the same values (None: unset);
+    the values are ``os.environ``'s stored form (bytes on POSIX), only to compare. Reads
+    ``os.environ``'s own dict when it has one (no KeyError per unset variable), else
+    ``os.environ.get``.
+
+    Args:
+        fields: :class:`Settings` field names, e.g. ``("tokentrie", "regexlower")``.
+
+    Raises:
+        KeyError: a name is not a :class:`Settings` field.
+    """
+    environ = os.environ
+    data = getattr(environ, "_data", None)
+    if type(data) is not dict:
+        return tuple(environ.get(_BY_FIELD[f].name) for f in fields)
+    keys = _KEYS.get(fields)
+    if keys is None:
+        keys = _KEYS[fields] = tuple(environ.encodekey(_BY_FIELD[f].name) for f in fields)
+    return tuple(map(data.get, keys))
 
 
 def read_env(environ: Mapping[str, str] | None = None) -> Settings:

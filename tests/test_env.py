@@ -148,11 +148,43 @@ def test_compile_applies_the_grammar_switches(monkeypatch) -> None:
         compile_regex("a[bc]+")
         assert _mask_write.fill_row is None  # ... stays while the setting is unchanged
         monkeypatch.setenv("STRUCTGEN_TOKENTRIE", "bad")
-        with pytest.raises(ConfigError, match="STRUCTGEN_TOKENTRIE"):
-            compile_regex("a[bc]+")
+        for _ in range(2):  # refused at every compile, not only the first
+            with pytest.raises(ConfigError, match="STRUCTGEN_TOKENTRIE"):
+                compile_regex("a[bc]+")
+        monkeypatch.setenv("STRUCTGEN_TOKENTRIE", "0")  # from "bad" straight to a value
+        compile_regex("a[bc]+")
+        assert (_token_trie._c, _mask_write.fill_row) == (None, None)
+        monkeypatch.setenv("STRUCTGEN_TOKENTRIE", "")  # empty: the default
+        compile_regex("a[bc]+")
+        assert (_token_trie._c, _mask_write.fill_row) == built[:2]
     finally:
         monkeypatch.undo()
         compile_regex("a[bc]+")  # the environment's (default) switches again
+
+
+def test_texts_change_with_the_variables(monkeypatch) -> None:
+    """``texts`` (the compile's cheap change test) equals ``os.environ.get``'s reading."""
+    fields = ("tokentrie", "regexlower")
+    names = ("STRUCTGEN_TOKENTRIE", "STRUCTGEN_REGEXLOWER")
+    seen = set()
+    for first in (None, "", "0", "1", "bad"):
+        for second in (None, "0", "1"):
+            for name, value in zip(names, (first, second)):
+                if value is None:
+                    monkeypatch.delenv(name, raising=False)
+                else:
+                    monkeypatch.setenv(name, value)
+            got = env.texts(fields)
+            assert len(got) == 2 and (got == env.texts(fields))
+            seen.add(got)
+            # the plain-mapping path (an os.environ without its dict) reads the same values
+            with monkeypatch.context() as m:
+                m.setattr(os, "environ", dict(os.environ))
+                assert env.texts(fields) == tuple(os.environ.get(n) for n in names)
+            assert (got[0] is None) == (first is None) and (got[1] is None) == (second is None)
+    assert len(seen) == 15  # every pair of values reads differently
+    with pytest.raises(KeyError):
+        env.texts(("nope",))
 
 
 def test_kernel_settings_apply_on_change() -> None:

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..env import read as read_setting
+from ..env import texts as setting_texts
 from ..errors import (
     ConfigError,
     NoVocabularyError,
@@ -181,6 +182,8 @@ _SWITCHES = {
     "regexlower": (regex_lower.use_extension, regex_terms.use_extension),
 }
 _applied = dict.fromkeys(_SWITCHES, True)
+_SWITCH_FIELDS = tuple(_SWITCHES)
+_texts_applied: list = [None]  # the variables' raw values when last applied (None: never)
 
 
 def _apply_env() -> None:
@@ -189,6 +192,9 @@ def _apply_env() -> None:
     Raises:
         ConfigError: a setting's value does not parse.
     """
+    texts = setting_texts(_SWITCH_FIELDS)
+    if texts == _texts_applied[0]:
+        return  # the variables hold what they held at the last apply
     for name, switches in _SWITCHES.items():
         value = read_setting(name)
         if value != _applied[name]:
@@ -196,6 +202,7 @@ def _apply_env() -> None:
                 _applied[name] = value
                 for switch in switches:
                     switch(value)
+    _texts_applied[0] = texts
 
 
 def _cached(key: tuple, build) -> CompiledGrammar:

@@ -24,14 +24,19 @@ from ..errors import ConfigError, GrammarTooComplexError
 
 __all__ = ["NEVER", "Deadline", "cpu_clock", "credit", "fresh_stack_clock"]
 
-_local = threading.local()
+
+class _Clock(threading.local):
+    offset = 0.0  # a thread's own value once fresh_stack_clock or credit sets it
+
+
+_local = _Clock()
 
 
 def cpu_clock() -> float:
     """CPU seconds of the calling thread (``time.thread_time``) plus its offset (module
     docstring); only differences between two readings on one thread mean anything.
     """
-    return time.thread_time() + getattr(_local, "offset", 0.0)
+    return time.thread_time() + _local.offset
 
 
 def fresh_stack_clock(clock: float) -> None:
@@ -41,7 +46,7 @@ def fresh_stack_clock(clock: float) -> None:
 
 def credit(seconds: float) -> None:
     """Add ``seconds`` (CPU a child thread spent for the caller) to the caller's clock."""
-    _local.offset = getattr(_local, "offset", 0.0) + seconds
+    _local.offset += seconds
 
 
 class Deadline:
@@ -71,7 +76,7 @@ class Deadline:
 
     def expired(self) -> bool:
         """True once the thread has spent the budget (at once for a budget of 0)."""
-        return cpu_clock() >= self.end
+        return time.thread_time() + _local.offset >= self.end  # cpu_clock(), inlined
 
     def remaining(self) -> float:
         """CPU seconds left (0.0 when spent; ``math.inf`` for no budget)."""
@@ -87,7 +92,7 @@ class Deadline:
 
     def check(self, what: str) -> None:
         """Raises ``self.error(what)`` (``GrammarTooComplexError``) once expired."""
-        if self.expired():
+        if time.thread_time() + _local.offset >= self.end:  # self.expired(), inlined
             raise self.error(what)
 
 

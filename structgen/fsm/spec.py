@@ -24,10 +24,12 @@ tokens are never allowed under a constraint.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, NamedTuple
 
 from ..errors import (
@@ -40,6 +42,38 @@ from ..errors import (
 )
 from .base import BaseCompiledGrammar
 from .nesting import dumps, loads
+
+# Modules imported at the first call that needs them, not at this module's import (they
+# import this module); the module is kept, not an import statement run per call (~1.3 us).
+
+
+@functools.cache
+def _json_schema() -> ModuleType:
+    from . import json_schema
+
+    return json_schema
+
+
+@functools.cache
+def _ids() -> ModuleType:
+    from .json_schema import ids
+
+    return ids
+
+
+@functools.cache
+def _check() -> ModuleType:
+    from .json_schema import check
+
+    return check
+
+
+@functools.cache
+def _schema_rules() -> ModuleType:
+    from .grammar import schema_rules
+
+    return schema_rules
+
 
 __all__ = [
     "BaseSpec",
@@ -196,33 +230,28 @@ class JsonSchema(RegexSpec):
     max_recursion_depth: int | None = None
 
     def _depth(self) -> int:
-        from .json_schema import DEFAULT_MAX_RECURSION_DEPTH
-
         depth = self.max_recursion_depth
-        return DEFAULT_MAX_RECURSION_DEPTH if depth is None else depth
+        return _json_schema().DEFAULT_MAX_RECURSION_DEPTH if depth is None else depth
 
     def lower(self, *, max_convert_seconds: float | None = None) -> LoweredRegex:
         """The schema checked against its metaschema, then converted (``json_schema``)."""
-        from .json_schema import CONVERT_MAX_SECONDS, json_schema_to_shared
-        from .json_schema.check import check_schema
-        from .json_schema.ids import check_schema_depth
-
+        json_schema = _json_schema()
         schema = schema_for(self.schema)
-        depth = check_schema_depth(schema)  # before any walk of it
+        depth = _ids().check_schema_depth(schema)  # before any walk of it
         if isinstance(schema, dict):
             # jsonschema's verdict; common schemas by a fast table
-            check_schema(schema, depth=depth)
+            _check().check_schema(schema, depth=depth)
         warnings: list[str] = []
         reusable: set[int] = set()
         head_aliases: dict[int, tuple[bytes, int]] = {}
-        pattern, definitions = json_schema_to_shared(
+        pattern, definitions = json_schema.json_schema_to_shared(
             schema,
             whitespace=self.whitespace,
             strict=self.strict,
             allow_extra_properties=self.allow_extra_properties,
             max_recursion_depth=self._depth(),
             warnings=warnings,
-            max_convert_seconds=CONVERT_MAX_SECONDS
+            max_convert_seconds=json_schema.CONVERT_MAX_SECONDS
             if max_convert_seconds is None
             else max_convert_seconds,
             reusable=reusable,
@@ -250,10 +279,8 @@ class JsonSchema(RegexSpec):
             GrammarTooComplexError: the schema nests deeper than ``MAX_SCHEMA_DEPTH``
                 (arrays/objects, or subschemas counting ``$ref``: ``check_schema_depth``).
         """
-        from .json_schema.ids import check_schema_depth
-
         schema = schema_for(self.schema)
-        depth = check_schema_depth(schema)  # before any other walk
+        depth = _ids().check_schema_depth(schema)  # before any other walk
         options = (
             self.whitespace,
             self.strict,
@@ -476,12 +503,10 @@ def lower_spec(spec: RegexSpec, *, max_convert_seconds: float | None = None) -> 
         StructgenError: the spec cannot be lowered (as ``compile``: InvalidSchemaError,
             UnsupportedSchemaError, GrammarTooComplexError, ...).
     """
-    from .json_schema import CONVERT_MAX_SECONDS
-
-    seconds = CONVERT_MAX_SECONDS if max_convert_seconds is None else max_convert_seconds
+    default = _json_schema().CONVERT_MAX_SECONDS
+    seconds = default if max_convert_seconds is None else max_convert_seconds
     if type(spec) is JsonSchema and spec.max_recursion_depth is None:
-        from .grammar.schema_rules import lower_recursive_schema  # $ref cycles: rules
-
+        lower_recursive_schema = _schema_rules().lower_recursive_schema  # $ref cycles: rules
         lowered = lower_recursive_schema(spec.portable(), max_convert_seconds=seconds)
         if lowered is not None:
             return lowered

@@ -180,3 +180,34 @@ def test_fresh_stack_carries_the_cpu_clock() -> None:
     assert cpu_clock() - before >= 0.1 and deadline.expired()  # credited back to the caller
     with pytest.raises(GrammarTooComplexError, match="the walk exceeded its CPU-time budget"):
         deadline.check("the walk")
+
+
+def test_cpu_clock_offset_per_thread() -> None:
+    """``cpu_clock`` is ``thread_time`` plus the thread's own offset: 0 until ``credit`` or
+    ``fresh_stack_clock`` sets it, credits add up, and another thread's offset is its own."""
+    import threading
+
+    from structgen.fsm import deadline
+
+    seen = {}
+
+    def child() -> None:
+        seen["fresh"] = deadline.cpu_clock() - time.thread_time()  # no offset yet
+        deadline.credit(2.0)
+        deadline.credit(0.5)
+        seen["credited"] = deadline.cpu_clock() - time.thread_time()
+        deadline.fresh_stack_clock(100.0)
+        seen["restarted"] = deadline.cpu_clock()
+
+    before = deadline.cpu_clock() - time.thread_time()
+    worker = threading.Thread(target=child)
+    worker.start()
+    worker.join()
+    assert abs(seen["fresh"]) < 1e-3 and abs(seen["credited"] - 2.5) < 1e-3
+    assert 100.0 <= seen["restarted"] < 100.1
+    assert abs((deadline.cpu_clock() - time.thread_time()) - before) < 1e-3  # untouched here
+    spent = deadline.Deadline(0.0)
+    assert spent.expired() and spent.remaining() == 0.0
+    with pytest.raises(GrammarTooComplexError, match="max_seconds=0"):
+        spent.check("the walk")
+    assert not deadline.Deadline(60.0).expired()

@@ -788,6 +788,53 @@ done:
     return result;
 }
 
+/* True when o holds no reference the cyclic collector must follow: an int, a bool, None, a
+ * float, bytes or str, or a tuple or frozenset of such (nested at most 8 deep). */
+static int acyclic_atom(PyObject *o, int depth) {
+    if (o == Py_None || PyLong_CheckExact(o) || PyBool_Check(o) || PyFloat_CheckExact(o)
+        || PyBytes_CheckExact(o) || PyUnicode_CheckExact(o))
+        return 1;
+    if (depth >= 8)
+        return 0;
+    if (PyTuple_CheckExact(o)) {
+        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(o); k++)
+            if (!acyclic_atom(PyTuple_GET_ITEM(o, k), depth + 1))
+                return 0;
+        return 1;
+    }
+    if (PyFrozenSet_CheckExact(o)) {
+        Py_ssize_t pos = 0;
+        PyObject *item;
+        Py_hash_t h;
+        while (_PySet_NextEntry(o, &pos, &item, &h))
+            if (!acyclic_atom(item, depth + 1))
+                return 0;
+        return 1;
+    }
+    return 0;
+}
+
+/* untrack_atoms(obj) -> bool: see the method table. */
+static PyObject *py_untrack_atoms(PyObject *self, PyObject *o) {
+    (void)self;
+    if (PyList_CheckExact(o)) {
+        for (Py_ssize_t k = 0; k < PyList_GET_SIZE(o); k++)
+            if (!acyclic_atom(PyList_GET_ITEM(o, k), 0))
+                Py_RETURN_FALSE;
+    } else if (PyDict_CheckExact(o)) {
+        Py_ssize_t pos = 0;
+        PyObject *key, *value;
+        while (PyDict_Next(o, &pos, &key, &value))
+            if (!acyclic_atom(key, 0) || !acyclic_atom(value, 0))
+                Py_RETURN_FALSE;
+    } else {
+        Py_RETURN_FALSE;
+    }
+    if (PyObject_GC_IsTracked(o))
+        PyObject_GC_UnTrack(o);
+    Py_RETURN_TRUE;
+}
+
 static PyMethodDef methods[] = {
     {"lower", (PyCFunction)(void (*)(void))py_lower, METH_FASTCALL,
      "lower(text, helper, memo, max_nesting, arena, low) -> term or None (see csrc/regexlower.c)"},
@@ -805,6 +852,13 @@ static PyMethodDef methods[] = {
     {"key_trie_text", (PyCFunction)(void (*)(void))py_key_trie_text, METH_FASTCALL,
      "key_trie_text(names, tail, other) -> (text, [(token, mask)]) or None: "
      "json_schema/objects.py _key_not_in's text for plain ASCII names"},
+    {"untrack_atoms", py_untrack_atoms, METH_O,
+     "untrack_atoms(obj) -> bool: take a list or dict whose items (keys and values) are all "
+     "ints, bools, None, floats, bytes, str, or tuples and frozensets of those out of the "
+     "cyclic collector's view (True), as CPython does for such tuples and dicts itself; "
+     "False, nothing done, for anything else. Such a container can be in no reference "
+     "cycle, so the collector loses nothing; it is still freed by its reference count, "
+     "and items added later must be of the same kinds (the caller's contract)"},
     {NULL, NULL, 0, NULL},
 };
 

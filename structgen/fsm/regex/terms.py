@@ -282,6 +282,14 @@ class TermArena:
         for name in self._SCALAR_FIELDS:
             setattr(self, name, getattr(source, name))
         self.shared_prefix = source.shared_prefix  # the same terms 0..n-1: the same memo
+        untrack = getattr(_EXT, "untrack_atoms", None)
+        if untrack is not None:
+            # the copies hold only ints, bools, None and tuples of those (terms are
+            # immutable): no reference cycle can pass through them, so the cyclic collector
+            # need not walk them (a restored arena's ~7 referents a term, kept by every
+            # compiled grammar, were most of a young collection's work)
+            for name in self._TERM_FIELDS + self._MEMO_FIELDS:
+                untrack(getattr(self, name))
 
     def _context(self):
         """The C derivatives' context of this arena (made once: its lists are only appended

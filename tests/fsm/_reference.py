@@ -47,3 +47,10 @@ def brute_force_mask(grammar, vocab, prefix: bytes) -> np.ndarray:
     allowed[eos] = ref.is_accepting(start)
     assert ref.num_rows_built == 0  # the reference never used the row builder
     return allowed
+
+
+def instance_step(allowed: list[int], vocab, rest: bytes) -> int | None:
+    """The longest of the ``allowed`` token ids whose bytes start ``rest`` (the instance's
+    next bytes), or None: a walk that follows a valid instance token by token."""
+    fits = [t for t in allowed if rest.startswith(vocab.token_bytes[t])]
+    return max(fits, key=lambda t: len(vocab.token_bytes[t]), default=None)

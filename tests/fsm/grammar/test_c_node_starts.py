@@ -25,6 +25,7 @@ from structgen.fsm.grammar import compile_grammar
 from structgen.fsm.grammar.automaton import HAVE_C_ROWS, GrammarAutomaton, _literal_row
 from structgen.fsm.grammar.earley import EarleyCharts
 from tests.conftest import have_smollm2
+from tests.fsm._reference import instance_step
 from tests.fsm.grammar._grammars import ARITHMETIC, STATEMENTS
 from tests.fsm.grammar.test_native_rows import _same_automaton, _twins
 
@@ -162,9 +163,7 @@ def _check_against_python_rows(vocab, walks: int, steps: int) -> int:
             checked += 1
             allowed = [t for t in np.flatnonzero(bits).tolist() if t not in vocab.eos_token_ids]
             if walk == 0:
-                rest = instance[len(prefix) :]
-                fits = [t for t in allowed if rest.startswith(vocab.token_bytes[t])]
-                tid = max(fits, key=lambda t: len(vocab.token_bytes[t]), default=None)
+                tid = instance_step(allowed, vocab, instance[len(prefix) :])
             else:
                 tid = rng.choice(allowed) if allowed else None
             if tid is None:

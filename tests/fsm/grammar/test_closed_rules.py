@@ -44,7 +44,7 @@ from structgen.fsm.regex import parse, reused
 from structgen.fsm.regex.terms import TermArena
 from structgen.fsm.spec import JsonSchema
 from tests.conftest import have_smollm2
-from tests.fsm._reference import jsonschema_valid
+from tests.fsm._reference import instance_step, jsonschema_valid
 from tests.fsm.grammar.test_literal_rows import _bits
 from tests.fsm.grammar.test_schema_rules import UNTYPED, _any_value, _mutations, _valid
 from tests.fsm.json_schema.test_recursion import MUTUAL, TREE
@@ -274,9 +274,7 @@ def _walks(schema, vocab, ref_vocab, monkeypatch, walks: int, steps: int) -> int
             checked += 1
             allowed = [t for t in np.flatnonzero(bits).tolist() if t not in vocab.eos_token_ids]
             if follow:  # the instance itself, longest token first
-                rest = instance[len(prefix) :]
-                fits = [t for t in allowed if rest.startswith(vocab.token_bytes[t])]
-                tid = max(fits, key=lambda t: len(vocab.token_bytes[t]), default=None)
+                tid = instance_step(allowed, vocab, instance[len(prefix) :])
             else:
                 tid = rng.choice(allowed) if allowed else None
             if tid is None:

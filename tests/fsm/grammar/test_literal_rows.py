@@ -27,6 +27,7 @@ import torch
 from structgen.fsm import Vocabulary, clear_cache, compile_json_schema
 from structgen.fsm.grammar import automaton, compile_grammar
 from structgen.kernels.apply_token_bitmask import unpack_bitmask
+from tests.fsm._reference import instance_step
 from tests.fsm.grammar._grammars import ARITHMETIC, JSON_GBNF, NESTED_LISTS, STATEMENTS
 from tests.fsm.json_schema.test_recursion import LINKED, MUTUAL, TREE
 
@@ -119,12 +120,6 @@ def _check(fast, ref, ref_dfa, vocab, ref_vocab, prefix: bytes, monkeypatch) -> 
     assert (got == want).all(), (prefix, np.flatnonzero(got != want))
 
 
-def _instance_step(allowed: list[int], vocab, rest: bytes) -> int | None:
-    """The longest allowed token that starts ``rest`` (the instance's next bytes)."""
-    fits = [t for t in allowed if rest.startswith(vocab.token_bytes[t])]
-    return max(fits, key=lambda t: len(vocab.token_bytes[t]), default=None)
-
-
 @pytest.mark.parametrize("extra", [True, False])
 @pytest.mark.parametrize(
     "schema", [COLD["recursive"]["schema"], TREE, LINKED], ids=["recursive", "tree", "linked"]
@@ -149,7 +144,7 @@ def test_masks_with_literal_rows_equal_masks_without(schema, extra, monkeypatch)
             _check(fast, ref, ref_g.dfa, vocab, ref_vocab, prefix, monkeypatch)
             allowed = [t for t in np.flatnonzero(_bits(fast, vocab)).tolist() if t != 0]
             if walk == 0 and schema is COLD["recursive"]["schema"]:  # the instance itself
-                tid = _instance_step(allowed, vocab, instance[len(prefix) :])
+                tid = instance_step(allowed, vocab, instance[len(prefix) :])
             else:
                 tid = rng.choice(allowed) if allowed else None
             if tid is None:

@@ -32,6 +32,7 @@ from structgen.fsm.grammar.automaton import GrammarAutomaton
 from structgen.fsm.index.token_ends import TokenEnds
 from structgen.fsm.regex.dfa import regex_to_dfa
 from tests.conftest import have_smollm2
+from tests.fsm._reference import instance_step
 
 ROOT = Path(__file__).resolve().parents[3]
 COLD = json.loads((ROOT / "benchmarks" / "data" / "cold_schemas.json").read_text())
@@ -122,9 +123,7 @@ def _walk_and_check(case, vocab, *, walks: int, steps: int, seed: int = 7) -> tu
                 keys.add(key)
             allowed = [t for t in np.flatnonzero(bits).tolist() if t not in vocab.eos_token_ids]
             if follow:
-                rest = instance[len(prefix) :]
-                fits = [t for t in allowed if rest.startswith(vocab.token_bytes[t])]
-                tid = max(fits, key=lambda t: len(vocab.token_bytes[t]), default=None)
+                tid = instance_step(allowed, vocab, instance[len(prefix) :])
             else:
                 tid = rng.choice(allowed) if allowed else None
             if tid is None:

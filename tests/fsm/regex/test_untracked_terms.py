@@ -16,6 +16,7 @@ from structgen.fsm import Vocabulary, clear_cache, compile_json_schema
 from structgen.fsm.regex import terms
 from structgen.fsm.regex.terms import TermArena
 from tests.conftest import have_smollm2
+from tests.fsm._reference import instance_step
 from tests.fsm.grammar.test_node_free_masks import _bits, _reference_bits, _token_data
 
 COLD = Path(__file__).resolve().parents[3] / "benchmarks" / "data" / "cold_schemas.json"
@@ -98,9 +99,7 @@ def test_cold_shared_anyof_masks_equal_brute_force_on_smollm2(smollm2_vocab) -> 
             checked += 1
             allowed = [t for t in np.flatnonzero(bits).tolist() if t not in vocab.eos_token_ids]
             if walk == 0:
-                rest = instance[len(prefix) :]
-                fits = [t for t in allowed if rest.startswith(vocab.token_bytes[t])]
-                tid = max(fits, key=lambda t: len(vocab.token_bytes[t]), default=None)
+                tid = instance_step(allowed, vocab, instance[len(prefix) :])
             else:
                 tid = rng.choice(allowed) if allowed else None
             if tid is None:

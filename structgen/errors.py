@@ -306,15 +306,13 @@ def unknown_keyword_error(owner: str, key: object, names: Sequence[str]) -> Conf
     return ConfigError(f"{owner} got an unknown keyword {key!r}{hint} (fields: {', '.join(names)})")
 
 
-def prompt_too_long(
-    num_tokens: int, limit: int, cls: type[PromptTooLongError] = PromptTooLongError
-) -> PromptTooLongError:
+def prompt_too_long(num_tokens: int, limit: int) -> PromptTooLongError:
     """The error for a prompt of ``num_tokens`` tokens on an engine whose requests hold at
     most ``limit`` tokens (``max_request_tokens()``: the context, or the KV cache where
     smaller), in the one wording the engine, its scheduler, ``extract`` and the CLI use.
     Returned, not raised. Raises: never.
     """
-    return cls(
+    return PromptTooLongError(
         f"prompt has {num_tokens} tokens; this engine's context allows at most "
         f"{limit - 1} (max_model_len, or the KV cache's size where smaller)"
     )

@@ -15,8 +15,9 @@ from structgen.fsm.grammar import lower
 from structgen.fsm.regex import parse, reused
 from structgen.fsm.regex.definitions import PLACEHOLDER_BASE
 from structgen.fsm.regex.terms import TermArena
+from tests.fsm._reference import instance_step
 from tests.fsm.grammar.test_closed_rules import _TOKENS, COLD, RECURSIVE, _check, _reference
-from tests.fsm.grammar.test_literal_rows import _bits, _instance_step
+from tests.fsm.grammar.test_literal_rows import _bits
 from tests.fsm.index.test_lexical_masks import _vocab
 from tests.fsm.regex.test_reused import (
     PREFIXES,
@@ -83,7 +84,7 @@ def test_lexer_run_masks_equal_the_walked_grammar_after_eviction_and_rebuild(mon
             bits = _bits(got, vocab)
             _check(bits, ref_g, ref, ref_vocab, prefix)
             masks.append(bits)
-            tid = _instance_step(np.flatnonzero(bits).tolist(), vocab, instance[len(prefix) :])
+            tid = instance_step(np.flatnonzero(bits).tolist(), vocab, instance[len(prefix) :])
             assert got.advance(tid) and ref.advance(tid)
             prefix += _TOKENS[tid]
         seen.append(masks)

@@ -11,11 +11,13 @@ so a greedy program gives the same text on both backends. Constraints travel in 
 request body as their spec, under the names structgen's server accepts (vLLM's as well):
 ``response_format`` ``{"type": "json_schema", ...}`` for ``JsonSchema``, ``regex`` for
 ``Regex`` (and for a token-healed ``Concatenation``, as its regex text), ``choice`` for
-``Choice`` (a term's ``trigger`` as ``constraint_trigger``); a spec with no wire form is
-refused with a ``RequestError``. ``select`` needs prompt log-probabilities: each
-option is sent with ``echo=true, logprobs=0, max_tokens=1`` and scored from the echoed
-prompt's ``token_logprobs`` (the server must support ``echo`` with ``logprobs``, as
-structgen's and vLLM's do). The calls of one batch (a fork's branches, a select's
+``Choice``, ``regex`` for a ``select`` over literals and regex options (their
+alternation; a grammar option is refused) (a term's ``trigger`` as
+``constraint_trigger``); a spec with no wire form is refused with a ``RequestError``.
+``select`` over strings needs prompt log-probabilities: each option is sent with
+``echo=true, logprobs=0, max_tokens=1`` and scored from the echoed prompt's
+``token_logprobs`` (the server must support ``echo`` with ``logprobs``, as structgen's
+and vLLM's do). The calls of one batch (a fork's branches, a select's
 options) are sent concurrently, so the server batches them.
 
 Returned ``RequestOutput``s carry ``text``, ``finish_reason``, ``prompt_logprobs`` (for
@@ -100,11 +102,7 @@ def _constraint_fields(term: Any) -> dict:
         from structgen.fsm.grammar.union import GrammarAlternatives
 
         if isinstance(term, GrammarAlternatives):  # its options are specs, not text
-            raise RequestError(
-                "OpenAIBackend cannot send a select over sub-expressions (regex or grammar "
-                "options): the server reads one grammar text; select over strings, or "
-                "write the alternation as one Grammar"
-            )
+            return {"regex": _alternatives_regex(term), **extra}
         if term.start is not None or term.prefix:
             raise RequestError(
                 "OpenAIBackend sends a Grammar as its text only (no start= or prefix)"
@@ -115,6 +113,32 @@ def _constraint_fields(term: Any) -> dict:
         "wire form (the server reads Regex, JsonSchema, Choice and specs that "
         "lower to a regex)"
     )
+
+
+def _alternatives_regex(term: Any) -> str:
+    """The regex text of a ``select`` over literals and ``Regex`` options (a
+    ``GrammarAlternatives``): its prefix (token healing's removed text), then the
+    alternation of the options, each literal escaped and each regex as a group that keeps
+    its language there (``healing.regex_group``: end anchors dropped, flags scoped).
+
+    Raises:
+        RequestError: an option is a ``Grammar`` (the server reads one grammar text, and
+            a regex cannot carry a context-free option).
+    """
+    import re
+
+    from structgen.fsm.spec import Grammar
+    from structgen.lang.expr import regex_group
+
+    if any(isinstance(o, Grammar) for o in term.options):
+        raise RequestError(
+            "OpenAIBackend cannot send a select over sub-expressions with a grammar "
+            "option: the server reads one grammar text; select over strings and "
+            "gen(regex=...) terms (sent as one regex), or write the alternation as one "
+            "Grammar"
+        )
+    alts = [re.escape(o) if isinstance(o, str) else regex_group(o.pattern) for o in term.options]
+    return re.escape(term.prefix) + "(?:" + "|".join(alts) + ")"
 
 
 def _regex_text(term: Any) -> str:

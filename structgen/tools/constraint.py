@@ -278,10 +278,10 @@ def tool_call_constraint(
     mode, chosen = _choice_names(tools, tool_choice)
     single = len(chosen) == 1 and tool_choice not in (None, "auto", "required")
     many = parallel is not False and fmt.call_sep is not None and not single
-    keys = tuple(
+    keys = tuple(  # the JSON keeps the schema's key order: properties are written in it
         (
             names[i],
-            json.dumps(tool_parameters(tools[i]), sort_keys=True, ensure_ascii=False),
+            json.dumps(tool_parameters(tools[i]), ensure_ascii=False),
             bool(fns[i].get("strict")),
             i,
         )

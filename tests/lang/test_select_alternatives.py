@@ -5,7 +5,9 @@ compiled grammar; the union accepts a text exactly when one of them does.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import re
 
 import pytest
 
@@ -84,11 +86,59 @@ def test_generated_choice_is_one_option(tiny_engine):
 
 
 def test_openai_backend_refuses_alternatives_it_cannot_send() -> None:
-    """A select over sub-expressions has no wire form (the server reads one grammar text):
-    a RequestError naming it, not a request with an empty grammar the server rejects."""
+    """A select with a grammar option has no wire form (the server reads one grammar
+    text): a RequestError naming it, not a request with an empty grammar the server
+    rejects."""
     from structgen.lang.openai_backend import _constraint_fields
 
-    term = GrammarAlternatives("", options=("yes", Regex(r"[0-9]+")))
-    with pytest.raises(RequestError, match="select over sub-expressions"):
+    term = GrammarAlternatives("", options=("yes", Regex(r"[0-9]+"), Grammar(NESTED)))
+    with pytest.raises(RequestError, match="select over sub-expressions with a grammar"):
         _constraint_fields(term)
     assert _constraint_fields(Grammar('start: "a" start | "b"'))["grammar"]  # text still goes
+
+
+REGEX_OPTIONS = [
+    ("yes", gen(regex=r"[0-9]{1,3}")),
+    ("a.b", "x|y", "(c)", Regex("^no+$"), Regex("(?i)ok")),
+    ("naïve", "a b", Regex(r"\\d\\.?"), Regex("[ab]*c|^d$"), Regex(r"(?s)\\Aa.$")),
+]
+ALT_EXAMPLES = ["yes", "12", "1234", "a.b", "aXb", "x|y", "x", "(c)", "no", "nooo", "OK", "oK"]
+ALT_EXAMPLES += ["naïve", "a b", "7", "7.", "abc", "c", "d", "bd", "a\nb", "a\n", ""]
+
+
+def _option_matches(option, text: str) -> bool:
+    """The reference: ``re.fullmatch`` of the option's own pattern (equality for a string)."""
+    if isinstance(option, str):
+        return text == option
+    pattern = option.constraint.pattern if hasattr(option, "constraint") else option.pattern
+    return re.fullmatch(pattern, text) is not None
+
+
+@pytest.mark.parametrize("options", REGEX_OPTIONS, ids=range(len(REGEX_OPTIONS)))
+@pytest.mark.parametrize("prefix", ["", " ", '"', "a."])
+def test_literal_and_regex_options_locally_and_over_openai_backend(options, prefix):
+    """A select over literals and regex options (anchored, flagged ``(?i)``/``(?s)``)
+    accepts, after token healing's ``prefix``, exactly the texts one option's pattern
+    fullmatches, on a local engine (a ``(?i)`` option failed to compile: global flags in
+    the middle of the alternation) and as the one ``regex`` OpenAIBackend sends (it
+    refused such a select). Reference: ``re.fullmatch`` of each option, over every text
+    of up to 3 characters from the examples' alphabet and each example."""
+    from structgen.fsm import compile_regex
+    from structgen.lang.openai_backend import _constraint_fields
+
+    term = dataclasses.replace(select("x", list(options)).constraint, prefix=prefix)
+    fields = _constraint_fields(term)
+    assert set(fields) == {"regex"}
+    sent = compile_regex(fields["regex"])
+    local = term.compile(None)
+    alphabet = sorted(set("".join(ALT_EXAMPLES)) | set(prefix))
+    texts = {prefix + e for e in ALT_EXAMPLES} | set(ALT_EXAMPLES)
+    texts |= {"".join(p) for n in range(4) for p in itertools.product(alphabet, repeat=n)}
+    accepted = 0
+    for text in texts:
+        rest = text[len(prefix) :] if text.startswith(prefix) else None
+        want = rest is not None and any(_option_matches(o, rest) for o in options)
+        assert local.matches(text) == want, text
+        assert sent.matches(text) == want, (fields["regex"], text)
+        accepted += want
+    assert accepted >= len(options)

@@ -52,7 +52,11 @@ class SamplingParams:
 
     Log-probabilities are those of the distribution after penalties, logit bias and the
     grammar mask, before temperature and top-k/top-p/min-p (a masked token has
-    ``-inf``). Jump-forward tokens, forced by the grammar, report 0.0.
+    ``-inf``). Jump-forward tokens, forced by the grammar, report 0.0; for a request
+    that reports logprobs, jump-forward leaves every sampled token (and its
+    log-probability) in place and tokenizes the forced text on its own, so its tokens can
+    differ from the same request's without logprobs, whose sampled tail is retokenized
+    together with the forced text.
 
     Raises:
         ConfigError: a field has the wrong type or is out of range, or a keyword is not a

@@ -471,7 +471,9 @@ def jump_forward(context: StepContext, req: Request, result: TokenResult | None 
     plan drops ``num_drop`` trailing output tokens (matcher rolled back; the token count
     after the drop goes into ``result.rolled_back_to``: their K/V is stale) and appends
     the new tokens; their bytes extend the text exactly by the
-    forced bytes. Forced tokens report logprob 0.0.
+    forced bytes. Forced tokens report logprob 0.0. For a request that reports logprobs
+    no sampled token is retokenized (their log-probabilities would be lost): the forced
+    text is tokenized on its own.
 
     Returns:
         Net number of tokens added.
@@ -480,8 +482,16 @@ def jump_forward(context: StepContext, req: Request, result: TokenResult | None 
     room = min(req.params.max_tokens - len(req.output_token_ids), limit - req.num_tokens)
     if room <= 0:
         return 0
+    # a request reporting logprobs keeps its sampled tokens (and their log-probabilities,
+    # the model's actual choices): only the forced text is tokenized, on its own
+    lookback = {"lookback": 0} if req.params.logprobs is not None else {}
     plan = plan_jump_forward(
-        req.matcher, req.output_token_ids, context.encode_text, context.vocab, max_append=room
+        req.matcher,
+        req.output_token_ids,
+        context.encode_text,
+        context.vocab,
+        max_append=room,
+        **lookback,
     )
     if not plan:
         return 0

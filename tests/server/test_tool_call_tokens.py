@@ -229,7 +229,8 @@ def test_call_then_content(tag_tokenizer, tag_server):
     assert after.strip() and msg.content == after.strip()  # whitespace next to a call dropped
     assert BEGIN not in msg.content
     content, streamed_calls = "", {}
-    for chunk in oa.chat.completions.create(**kw, stream=True):
+    # the same request streamed (logprobs too: a request reporting them is not jump-forwarded)
+    for chunk in oa.chat.completions.create(**kw, logprobs=True, stream=True):
         delta = chunk.choices[0].delta
         content += delta.content or ""
         for tc in delta.tool_calls or []:

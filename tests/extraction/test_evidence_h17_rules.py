@@ -8,6 +8,7 @@ from decimal import Decimal
 
 from structgen.extraction.evidence import apply_evidence
 from structgen.extraction.evidence.numbers import number_candidates, total_value
+from structgen.extraction.evidence.records import unit_numbers
 from structgen.extraction.evidence.rows import cell_fields, cell_items
 from structgen.extraction.evidence.text import TextWords, name_stems
 from structgen.extraction.labels import amount_spans
@@ -201,3 +202,36 @@ def test_goods_after_their_count_keep_their_words():
         {"product": "large oak planters", "quantity": 2, "unit_price": 45},
         {"product": "bag of compost", "quantity": 1, "unit_price": 6.5},
     ]
+
+
+MED = _obj(name=STR, dose_mg=NUM)
+
+
+def test_item_numbers_named_for_a_unit_take_the_numeral_written_with_it():
+    schema = _obj(meds=_arr(MED))
+    text = "Plan: ibuprofen 400 mg three times a day; omeprazole 20 mg at night. Weight 81 kg."
+    model = [{"name": "ibuprofen", "dose_mg": 3}, {"name": "omeprazole", "dose_mg": 20}]
+    out, changed = apply_evidence(schema, text, {"meds": model})
+    assert out["meds"] == [
+        {"name": "ibuprofen", "dose_mg": 400},
+        {"name": "omeprazole", "dose_mg": 20},
+    ]
+    assert "meds" in changed
+    assert unit_numbers(schema, _arr(MED), text, out["meds"]) is None  # nothing left to change
+
+
+def test_item_unit_numbers_left_alone():
+    schema = _obj(meds=_arr(MED))
+    item = _arr(MED)
+    # another unit after the numeral, two numerals for one name, or no numeral next to it
+    assert (
+        unit_numbers(schema, item, "paracetamol 2 tablets", [{"name": "paracetamol", "dose_mg": 1}])
+        is None
+    )
+    twice = "Took ramipril 5 mg, later ramipril 10 mg."
+    assert unit_numbers(schema, item, twice, [{"name": "ramipril", "dose_mg": 1}]) is None
+    far = "Started sertraline after a long talk about side effects, 50 mg daily."
+    assert unit_numbers(schema, item, far, [{"name": "sertraline", "dose_mg": 1}]) is None
+    # a field not named for a unit is no such field
+    plain = _obj(name=STR, dose=NUM)
+    assert unit_numbers(plain, _arr(plain), "x 5 mg", [{"name": "x", "dose": 1}]) is None

@@ -448,7 +448,10 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   more lines cut into cells at column gaps, bars, spaced dashes and dot leaders, each
   cell one field's value, a number cell one numeral with at most two unit words, a total
   line and bracketed asides no record ("CN-5510  12 pallets  8 640 kg  NOK 14 200,00",
-  "Coach hire ........ £1,150.00", "10 km    0:49:30": ``rows.cell_items``).
+  "Coach hire ........ £1,150.00", "10 km    0:49:30": ``rows.cell_items``); where no
+  rule reads the records, the model's items of one free string and number fields named
+  for a unit (``dose_mg``, ``weight_kg``) take the numeral the text writes with that unit
+  right after the item's string ("metformin 500 mg": ``records.unit_numbers``).
 
 A replacement is kept only when the object stays valid under the schema (``jsonschema``).
 The rules read the text only (no model call); ``extract(evidence=...)`` turns them on,
@@ -466,7 +469,7 @@ e-mail shape, invented e-mail, URI shape, pattern shape, label list and time ord
 ``roles.py`` the role rule, ``names.py`` the name-run, place-list, sibling-cut,
 sentence-cut, date-tail, dangling-end, label-word, possessive, honorific and appositive
 rules (where a copied name starts and ends), ``records.py`` the weekly-session,
-identified-record, travel-leg and day-number rules, ``rows.py`` the table-row,
+identified-record, travel-leg, day-number and unit-number rules, ``rows.py`` the table-row,
 labelled-amount and cell-row rules, ``dates.py`` the date order, date
 null, named date (and its renamed-date twin) and stated-order rules, ``contacts.py`` the
 contact rule, ``nulls.py`` the null, identifier null, placeholder and denied-array

@@ -82,6 +82,7 @@ from structgen.extraction.evidence.records import (
     day_number_items,
     identified_items,
     leg_items,
+    unit_numbers,
     weekly_items,
 )
 from structgen.extraction.evidence.roles import swapped_roles
@@ -449,6 +450,8 @@ def _counted(schema: dict, text: str, value: dict, checker: Any) -> tuple[dict, 
             new = amount_items(schema, prop, text, current, listed, name)
         if new is None:
             new = cell_items(schema, prop, text, current)
+        if new is None:  # no records read: the model's items, numbers by their unit
+            new = unit_numbers(schema, prop, text, current)
         if new is None or new == current:
             continue
         trial = dict(out)

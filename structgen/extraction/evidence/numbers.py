@@ -508,7 +508,7 @@ def _listed(text: str, amounts: list, at: int) -> bool:
     return False
 
 
-_MAX_SUMMED = 16  # most other amounts searched for a sum
+_MAX_SUMMED = 12  # most other amounts searched for a sum (2**12 subsets at most)
 
 
 def _sums(total: Decimal, parts: list[Decimal]) -> bool:
@@ -517,7 +517,7 @@ def _sums(total: Decimal, parts: list[Decimal]) -> bool:
     """
     if len(parts) > _MAX_SUMMED:
         return False
-    reach: dict[Decimal, int] = {Decimal(0): 0}  # sum -> fewest parts reaching it... most
+    reach: dict[Decimal, int] = {Decimal(0): 0}  # sum -> most parts reaching it
     for part in parts:
         for got, n in list(reach.items()):
             new = got + part

@@ -7,7 +7,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from structgen.extraction.evidence import apply_evidence
-from structgen.extraction.evidence.numbers import number_candidates, total_value
+from structgen.extraction.evidence.numbers import marked_numerals, number_candidates, total_value
 from structgen.extraction.evidence.records import unit_numbers
 from structgen.extraction.evidence.rows import cell_fields, cell_items
 from structgen.extraction.evidence.text import TextWords, name_stems
@@ -235,3 +235,18 @@ def test_item_unit_numbers_left_alone():
     # a field not named for a unit is no such field
     plain = _obj(name=STR, dose=NUM)
     assert unit_numbers(plain, _arr(plain), "x 5 mg", [{"name": "x", "dose": 1}]) is None
+
+
+def test_money_fields_take_marked_numerals_first_and_pupils_are_students():
+    schema = _obj(students=INT, staff=INT, cost_per_student=NUM)
+    text = "Group: 46 pupils, 5 staff. Parents pay £172 per pupil."
+    value = {"students": 5, "staff": 5, "cost_per_student": 46}
+    out, _ = apply_evidence(schema, text, value)
+    assert out == {"students": 46, "staff": 5, "cost_per_student": 172}
+    spans = numeral_spans(text)
+    marked = marked_numerals(name_stems("cost_per_student"), spans, amount_spans(text))
+    assert marked is not None and [text[spans[i][0] : spans[i][1]] for i in marked] == ["172"]
+    # a field that is no money, or a text without marks: every numeral alike
+    assert marked_numerals(name_stems("students"), spans, amount_spans(text)) is None
+    assert marked_numerals(name_stems("total_litres"), spans, amount_spans(text)) is None
+    assert marked_numerals(name_stems("cost_per_student"), spans, []) is None

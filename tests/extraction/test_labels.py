@@ -10,6 +10,7 @@ import jsonschema
 import pytest
 
 from structgen.extraction.evidence import apply_evidence, stem
+from structgen.extraction.evidence.numbers import amount_value
 from structgen.extraction.labels import (
     amount_spans,
     identifier_candidates,
@@ -160,8 +161,9 @@ def test_amount_spans_match_a_brute_force_reading():
     [
         # the model's value is no amount, one amount fits: it is the value
         ("Invoice Q-1. Two items, 3 days. Total due £1,250.00.", 3, 1250),
-        # the model's value is an amount: it stays
-        ("Invoice Q-1. Items $4,500.00 and $1,250.00; due $5,750.00.", 1250, 1250),
+        # the model's value is an amount: the amount rule leaves it; the total rule
+        # (session 35, h17) takes the largest amount, the sum of the others
+        ("Invoice Q-1. Items $4,500.00 and $1,250.00; due $5,750.00.", 1250, 5750),
         # two amounts and the model's is neither: no decision
         ("Invoice Q-1. Items $4,500.00 and $1,250.00.", 3, 3),
         # no currency mark: the rule does not apply
@@ -174,6 +176,14 @@ def test_amount_rule(text, before, after):
     assert new["total"] == after
     assert ("total" in changed) == (after != before)
     jsonschema.validate(new, INVOICE)
+    # the amount rule alone: the model's value stays where it is an amount
+    if any(Decimal(before) in values for _, _, values in amount_spans(text)):
+        assert (
+            amount_value(
+                INVOICE, INVOICE["properties"]["total"], "total", before, amount_spans(text)
+            )
+            is None
+        )
 
 
 @pytest.mark.parametrize(

@@ -28,7 +28,9 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   ``hr``/``hrs``, ``sec`` for ``minutes``, ``hours``, ``seconds``; ``people``,
   ``persons``, ``adults`` for ``guests``; ``people``, ``persons`` for ``passengers``;
   ``people``, ``persons``, ``portions`` for ``servings``; ``stars`` for ``rating``;
-  ``square``, ``sq``, ``sqm`` for ``m2``, as in "31 square metres" and "162 sq m"); the
+  ``square``, ``sq``, ``sqm`` for ``m2``, as in "31 square metres" and "162 sq m";
+  ``pupils``, ``children``, ``kids`` for ``students``; ``millimetres``, ``kilometres``,
+  ``kilograms`` for ``mm``, ``km``, ``kg``); the
   numeral
   (``structgen.fsm.numerals.numeral_spans``) nearest to a mention, in the same clause
   and at most three words away, whose reading the field's type and bounds accept, is
@@ -44,9 +46,15 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   ``net_pay`` takes 34 125, ``gross_pay`` 48 750; ``evidence.numbers.assign_numbers``);
   of two mentions ranked equal so far, one by a whole name word outranks one by a word
   the name's word only starts ("after matchday 14": ``matchday``'s, not
-  ``postponed_matches``'). A field named for money (``labels.is_amount_field``, or a
-  ``balance``) takes no year written without a currency mark where the text marks
-  amounts ("Balance brought forward from 2025: £1,284.60"; ``numbers.unmarked_numerals``).
+  ``postponed_matches``'). A field named for money (``labels.is_amount_field``, a
+  ``balance``, or a word ending in a money word: ``surcharge``) takes no year written
+  without a currency mark where the text marks amounts ("Balance brought forward from
+  2025: £1,284.60"; ``numbers.unmarked_numerals``), nor a percentage ("VAT @ 20%:
+  £55.30"). A mention by the name's money words alone (``price``, ``amount``, ``fee``,
+  ...) covers nothing where the name has other words ("Gross amount: EUR 2.184,84" for
+  ``vat_amount`` ranks after "VAT 19 %: EUR 348,84"), and in a text that marks amounts a
+  money field's unmarked numeral covers one stem less ("46 pupils" for
+  ``cost_per_student`` ranks after "£172 per pupil"; ``numbers.marked_numerals``).
   An alias counts for the cover of the word it stands for ("for six people in total":
   ``passengers`` covers "people" fully and takes 6 before ``total_price``'s "total").
   A numeral that is one end of a range ("between 128 and 136 systolic") is not a
@@ -248,6 +256,11 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   "£489,950", "CHF 1'150'000"), where exactly one such numeral fits the field's type and
   bounds, takes that numeral (the model copied the area, 162, as the price); a nullable
   one does so from null too (the model wrote null for "bought ... for €49").
+* **total**: a number field named for a total of money (``total``, or ``total`` and a
+  money word: ``total_cost``, ``total_income``; not ``total_litres``) takes the largest
+  reading of the currency-marked numerals the text writes that fits it, a total summing
+  the other amounts ("Subtotal £276.50, VAT @ 20%: £55.30, Total: £331.80";
+  ``numbers.total_value``), before the amount rule.
 * **identifier**: a string field named for an identifier (``labels.identifier_field``:
   ``invoice_number``, ``booking_reference``, ``ticket_id``) takes the one identifier the
   text writes right after the field's label (``labels.identifier_candidates``: "invoice
@@ -392,7 +405,10 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   ``quantity``, ``qty`` or ``count``), one free string and at most one price (a number
   field named ``price``, ``value``, ``cost`` or ``amount``) is read from the text's item
   phrases, each item's parts from one phrase ("12 x SKU-4471 tea bowl @ USD 18.40":
-  12, "SKU-4471 tea bowl", 18.40), replacing the model's items (``counted.counted_items``),
+  12, "SKU-4471 tea bowl", 18.40; goods a list entry names before their count are those
+  words, "You ordered: rapeseed oil, five bottles à 79 kr", and a unit right after the
+  count is no part of them, "2 kg smoked ham"), replacing the model's items
+  (``counted.counted_items``),
   run last; an array of measurements (one free string, one number, an enum flag,
   optionally a string ``unit``) likewise from the text's measurement clauses ("sodium
   139 mmol/L, normal"), where each clause names one option or implies one ("below
@@ -427,7 +443,15 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   amounts (one free string, one money number) from the one list after a "Label:" that
   names it, or, where the object's arrays of that shape are as many as the unnamed
   lists, in order ("Payments: hall hire £960.00; insurance £118.40":
-  ``rows.amount_items``).
+  ``rows.amount_items``); an array of cell rows (free strings, pattern strings and
+  numbers, at least one string and one number) from the text's one longest run of two or
+  more lines cut into cells at column gaps, bars, spaced dashes and dot leaders, each
+  cell one field's value, a number cell one numeral with at most two unit words, a total
+  line and bracketed asides no record ("CN-5510  12 pallets  8 640 kg  NOK 14 200,00",
+  "Coach hire ........ £1,150.00", "10 km    0:49:30": ``rows.cell_items``); where no
+  rule reads the records, the model's items of one free string and number fields named
+  for a unit (``dose_mg``, ``weight_kg``) take the numeral the text writes with that unit
+  right after the item's string ("metformin 500 mg": ``records.unit_numbers``).
 
 A replacement is kept only when the object stays valid under the schema (``jsonschema``).
 The rules read the text only (no model call); ``extract(evidence=...)`` turns them on,
@@ -437,7 +461,7 @@ Layout (``structgen/extraction/evidence/``): ``text.py`` reads the text and the 
 (``stem``, ``unwrapped``, ``name_stems``, ``option_stems``, words, clauses, negations),
 ``fields.py`` a field's subschema (kind, nullable, bounds), ``options.py`` holds the
 boolean, enum and enum array rules (currency symbols included), ``numbers.py`` the
-number, separator, time-unit (and "and a half"), duration, repeat, range, amount,
+number, total, separator, time-unit (and "and a half"), duration, repeat, range, amount,
 denied-number, denied-count and foreign numeral rules, ``strings.py`` the span-start,
 span-end, spaced identifier, label, string repeat, identifier, identifier shape, host
 name, phone, phone fragment,
@@ -445,8 +469,8 @@ e-mail shape, invented e-mail, URI shape, pattern shape, label list and time ord
 ``roles.py`` the role rule, ``names.py`` the name-run, place-list, sibling-cut,
 sentence-cut, date-tail, dangling-end, label-word, possessive, honorific and appositive
 rules (where a copied name starts and ends), ``records.py`` the weekly-session,
-identified-record, travel-leg and day-number rules, ``rows.py`` the table-row and
-labelled-amount rules, ``dates.py`` the date order, date
+identified-record, travel-leg, day-number and unit-number rules, ``rows.py`` the table-row,
+labelled-amount and cell-row rules, ``dates.py`` the date order, date
 null, named date (and its renamed-date twin) and stated-order rules, ``contacts.py`` the
 contact rule, ``nulls.py`` the null, identifier null, placeholder and denied-array
 rules, ``counted.py`` the arrays of counted goods, measurements, keyed values, quoted

@@ -67,10 +67,12 @@ from structgen.extraction.evidence.numbers import (
     duration_value,
     foreign_value,
     grouped_reading,
+    marked_numerals,
     number_candidates,
     range_values,
     repeated_numbers,
     stated_zero,
+    total_value,
     unit_value,
     unmarked_numerals,
     with_halves,
@@ -80,10 +82,11 @@ from structgen.extraction.evidence.records import (
     day_number_items,
     identified_items,
     leg_items,
+    unit_numbers,
     weekly_items,
 )
 from structgen.extraction.evidence.roles import swapped_roles
-from structgen.extraction.evidence.rows import amount_fields, amount_items, row_items
+from structgen.extraction.evidence.rows import amount_fields, amount_items, cell_items, row_items
 from structgen.extraction.evidence.strings import (
     email_shape,
     host_value,
@@ -179,7 +182,10 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
             elif kind == "number" and stems:
                 skip = dated_numerals(name, spans, dates)  # no 14 of "14 August" for days
                 skip |= unmarked_numerals(stems, spans, amounts, text)  # money takes no year
-                pointed[name] = number_candidates(doc, spans, stems, branch, skip=skip)
+                marked = marked_numerals(stems, spans, amounts)  # money: marked first
+                pointed[name] = number_candidates(
+                    doc, spans, stems, branch, skip=skip, marked=marked
+                )
                 if pointed[name]:
                     continue  # decided below, one numeral to one field
                 if node[name] is not None and denied_number(doc, stems, schema, prop):
@@ -236,7 +242,9 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
             node[name] = new
             changed.append(path + name)
         for name, prop in (sub.get("properties") or {}).items():
-            amount = amount_value(schema, prop, name, node.get(name), amounts)
+            amount = total_value(schema, prop, name, node.get(name), amounts, text)
+            if amount is None:
+                amount = amount_value(schema, prop, name, node.get(name), amounts)
             if amount is not None and name not in denied_numbers:
                 node[name] = _plain(amount)
                 changed.append(path + name)
@@ -440,6 +448,10 @@ def _counted(schema: dict, text: str, value: dict, checker: Any) -> tuple[dict, 
         if new is None:
             listed = [k for k, p in props.items() if amount_fields(schema, _items_of(schema, p))]
             new = amount_items(schema, prop, text, current, listed, name)
+        if new is None:
+            new = cell_items(schema, prop, text, current)
+        if new is None:  # no records read: the model's items, numbers by their unit
+            new = unit_numbers(schema, prop, text, current)
         if new is None or new == current:
             continue
         trial = dict(out)

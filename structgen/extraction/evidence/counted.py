@@ -22,10 +22,14 @@ pieces per tray) at £18.00") that starts a word and is not part of a code (no `
 to six words up to a punctuation mark or a stop word (``at``, ``à``, ``@``, ``for``,
 ``each``, ``and``, ``because``, ...) with at least one letter word; its price is the
 first currency-marked numeral (``labels.amount_spans``) after it, before the next phrase
-and with no ``;`` or sentence end between. With a price field only phrases with a price
-are items (the field's reading is the numeral's first reading it accepts); without one, the phrases
-are items when there are two or more of them joined by a list joiner, or one whose
-count is some model item's count.
+and with no ``;`` or sentence end between. Where at most one word follows the count (a
+container, "five bottles à 79 kr", or none, "follow-up report, 1 at $1,250.00") and a list
+entry names the goods before it (one to five words, no digit, after a ``:``, ``;`` or line
+start and before ", ": "rapeseed oil, five bottles"), those words are the description;
+a unit of measure right after the count is no part of it ("2 kg smoked lamb sausage").
+With a price field only phrases with a price are items (the field's reading is the
+numeral's first reading it accepts); without one, the phrases are items when there are two
+or more of them joined by a list joiner, or one whose count is some model item's count.
 
 A list of measurements writes one per clause ("Potassium was 5.9 mmol/L, flagged high;
 sodium 139 mmol/L, normal"): ``measured_items`` reads an array whose item object holds one
@@ -167,11 +171,16 @@ def item_phrases(text: str) -> list[tuple[int, int, Decimal, str, tuple[Decimal,
                 break  # the next numeral
             words.append(token.group(1))
             desc_end = token.end()
-        if not words or len(words) > _MAX_WORDS:
+        named = _named_before(text, start) if len(words) <= 1 else None
+        if named is None and (not words or len(words) > _MAX_WORDS):
             continue
-        if not any(re.fullmatch(r"[^\W\d_][\w'’-]*", w) for w in words):
+        if named is None and not any(re.fullmatch(r"[^\W\d_][\w'’-]*", w) for w in words):
             continue
         desc = text[at:desc_end].strip()
+        if named is not None:
+            desc = named  # "rapeseed oil, five bottles à 79 kr": the goods, not "bottles"
+        elif len(words) > 1 and words[0].lower() in _UNITS:
+            desc = text[at:desc_end].strip()[len(words[0]) :].strip()  # "2 kg smoked ham"
         found.append([start, desc_end, count, desc, None])
     for i, phrase in enumerate(found):
         limit = found[i + 1][0] if i + 1 < len(found) else len(text)
@@ -184,6 +193,27 @@ def item_phrases(text: str) -> list[tuple[int, int, Decimal, str, tuple[Decimal,
             phrase[4] = readings
             break
     return [tuple(p) for p in found]  # type: ignore[misc]
+
+
+# units of measure a count may carry before the goods' name ("2 kg smoked lamb sausage")
+_UNITS = frozenset("kg g mg lb lbs oz l ml cl m cm mm km".split())
+_BEFORE = re.compile(r"(?:^|(?<=[:;\n]))[ \t]*([^\W\d_][^:;,\n()]*?)[ \t]*,[ \t]*$")
+_MAX_BEFORE_WORDS = 5
+
+
+def _named_before(text: str, start: int) -> str | None:
+    """The goods named before a count, as a list entry writes them: the words between a
+    ``:``, ``;`` or line start and ", " right before the count ("You ordered: free-range
+    eggs, 3 trays at ..."; one to five words, no digit), else None.
+    """
+    line_start = max(text.rfind(c, 0, start) for c in ":;\n") + 1
+    m = _BEFORE.search(text, line_start, start)
+    if m is None:
+        return None
+    name = m.group(1).strip()
+    if any(ch.isdigit() for ch in name) or not 1 <= len(name.split()) <= _MAX_BEFORE_WORDS:
+        return None
+    return name
 
 
 def _bracketed(text: str) -> list[bool]:

@@ -56,6 +56,7 @@ def number_candidates(
     window: int = _WINDOW_NUMBER,
     name_first: bool = False,
     skip: frozenset[int] = frozenset(),
+    marked: frozenset[int] | None = None,
 ) -> list[tuple[tuple[int, int, int, int], int, Decimal]]:
     """The numerals a number field's mentions point at, best first (the number rule of
     the package docstring).
@@ -75,6 +76,10 @@ def number_candidates(
             days"): the left-out number rule, which reads a field the model left out.
         skip: indices into ``spans`` that are no candidates (``dated_numerals``: the
             numerals of a whole date, for a field that counts).
+        marked: for a field named for money in a text that marks amounts, the indices
+            into ``spans`` of the currency-marked numerals; a numeral not among them
+            covers one stem less ("46 pupils" for ``cost_per_student`` ranks after
+            "£172 per pupil"). None: every numeral alike.
 
     Returns:
         ``(rank, index, value)`` per numeral some mention points at: ``rank`` is
@@ -85,6 +90,11 @@ def number_candidates(
     """
     mentions = name_mentions(doc, stems)
     cover = {k: _cover(doc, k, stems) for k in mentions}
+    # a mention by the name's money words alone ("Gross amount" for ``vat_amount``) ranks
+    # after every mention of its other words ("VAT 19 %: EUR 348,84")
+    specific = [s for s in stems if not is_amount_field([s])]
+    if specific and len(specific) < len(stems):
+        cover = {k: c if _cover(doc, k, specific) else 0 for k, c in cover.items()}
     in_range = {k for pair in _ranges(doc, spans) for k in pair}
     best: dict[int, tuple[tuple[int, int, int, int], int, Decimal]] = {}
     for index, (start, end, values) in enumerate(spans):
@@ -109,7 +119,8 @@ def number_candidates(
             # a mention by a whole name word outranks, all else equal, one by a prefix
             # ("14" after "matchday" is ``matchday``'s, not ``postponed_matches``')
             exact = 0 if doc.words[k][0] in stems else 1
-            rank = (-cover[k], dist, 0 if last < k else 1, exact)
+            unmarked = 0 if marked is None or index in marked else 1
+            rank = (unmarked - cover[k], dist, 0 if last < k else 1, exact)
             if index not in best or rank < best[index][0]:
                 best[index] = (rank, index, fitting[0])
     return sorted(best.values(), key=lambda c: (c[0], c[1]))
@@ -156,23 +167,53 @@ def dated_numerals(name: str, spans: list, dates: list[tuple[int, int]]) -> froz
 # a money field's name words beyond ``labels.is_amount_field``'s: a balance is money too
 _MONEY_STEMS = frozenset({"balanc"})
 _YEAR = re.compile(r"19[0-9]{2}|20[0-9]{2}|2100")
+# words that make a total one of money beside ``labels.is_amount_field``'s
+_TOTAL_MONEY_STEMS = frozenset({"balanc", "incom", "spend", "payabl", "due", "valu"})
+_PERCENT = re.compile(r"\s?(?:%|per ?cent\b|percent\b)")
+
+
+def money_name(stems: list[str]) -> bool:
+    """Whether a field's name (its stems) names money: ``labels.is_amount_field``, a
+    ``balance``, or a word ending in a money word ("surcharge", "subtotal").
+    """
+    return (
+        is_amount_field(stems)
+        or bool(_MONEY_STEMS & set(stems))
+        or any(is_amount_field([s[i:]]) for s in stems for i in range(2, len(s) - 2))
+    )
+
+
+def marked_numerals(stems: list[str], spans: list, amounts: list) -> frozenset[int] | None:
+    """For a field named for money (``money_name``; a total only with a money word,
+    ``total_cost``, not ``total_litres``) in a text that writes currency-marked numerals
+    (``amounts``: ``labels.amount_spans``), the indices of ``spans`` that are marked
+    (``number_candidates``' ``marked``); None for any other field or text.
+    """
+    rest = [w for w in stems if w != "total"]
+    if not amounts or not (money_name(rest) if rest else stems):
+        return None
+    at = {(a, b) for a, b, _ in amounts}
+    return frozenset(i for i, (a, b, _) in enumerate(spans) if (a, b) in at)
 
 
 def unmarked_numerals(stems: list[str], spans: list, amounts: list, text: str) -> frozenset[int]:
     """The indices of ``spans`` (``fsm.numerals.numeral_spans``) that write a year (four
-    digits, 1900 to 2100) without a currency mark, for a field named for money
-    (``labels.is_amount_field``, or a ``balance``) in a text that writes currency-marked
+    digits, 1900 to 2100) or a percentage (a numeral followed by ``%``, "per cent" or
+    "percent") without a currency mark, for a field named for money (``money_name``)
+    in a text that writes currency-marked
     numerals (``amounts``: ``labels.amount_spans``): such a field takes no year ("Balance
-    brought forward from 2025: £1,284.60" is 1284.60, not 2025). Empty for any other field
-    or a text without marked numerals. Raises: never.
+    brought forward from 2025: £1,284.60" is 1284.60, not 2025) and no rate ("VAT @ 20%:
+    £55.30" is 55.30, not 20). Empty for any other field or a text without marked
+    numerals. Raises: never.
     """
-    if not amounts or not (is_amount_field(stems) or _MONEY_STEMS & set(stems)):
+    if not amounts or not money_name(stems):
         return frozenset()
     marked = {(a, b) for a, b, _ in amounts}
     return frozenset(
         i
         for i, (a, b, _) in enumerate(spans)
-        if (a, b) not in marked and _YEAR.fullmatch(text[a:b])
+        if (a, b) not in marked
+        and (_YEAR.fullmatch(text[a:b]) or _PERCENT.match(text, b) is not None)
     )
 
 
@@ -402,6 +443,87 @@ def amount_value(root: Any, prop: Any, name: str, value: Any, amounts: list) -> 
     fitting = [[v for v in values if accepts_number(branch, v)] for _, _, values in amounts]
     distinct = {f[0] for f in fitting if f}
     return distinct.pop() if len(distinct) == 1 else None
+
+
+def total_value(
+    root: Any, prop: Any, name: str, value: Any, amounts: list, text: str
+) -> Decimal | None:
+    """The total rule of the package docstring: a number field named for a total of money
+    (``total``, or ``total`` and words naming money, ``labels.is_amount_field`` or
+    ``income``, ``spending``, ``payable``, ``due``, ``value``: ``total_cost``,
+    ``total_income``; not ``total_litres``) takes the largest reading of the
+    currency-marked numerals the text writes (``amounts``: ``labels.amount_spans``) that
+    its type and bounds accept, when its value differs: a total sums the other amounts
+    ("Subtotal £276.50, VAT @ 20%: £55.30, Total: £331.80"), when the text writes that
+    amount twice or more, it is the sum of two or more of the other amounts, or no list
+    joiner alone (",", ";", "and", ...) joins it to the amount before or after it (a
+    largest amount listed with others that sums nothing is an item: "Items $4,500.00 and
+    $1,250.00"); None (no change) otherwise, where the text marks no amount or the value
+    is already that reading. Raises: never.
+    """
+    kind, branch = field_kind(root, prop)
+    stems = name_stems(name)
+    if kind != "number" or isinstance(value, (str, bool)) or "total" not in stems:
+        return None
+    rest = [w for w in stems if w != "total"]
+    if rest and not (is_amount_field(rest) or _TOTAL_MONEY_STEMS & set(rest)):
+        return None  # a total of something else: ``total_litres``
+    fitting = [v for _, _, values in amounts for v in values if accepts_number(branch, v)]
+    if not fitting:
+        return None
+    largest = max(fitting)
+    if isinstance(value, (int, float)) and Decimal(str(value)) == largest:
+        return None
+    others = [values[0] for _, _, values in amounts if largest not in values]
+    if len(others) == len(amounts) - 1 and not _sums(largest, others):
+        # written once and no sum of the others: not where a list of amounts writes it
+        # ("Items $4,500.00 and $1,250.00": an item, not a total)
+        (at,) = [k for k, (_, _, values) in enumerate(amounts) if largest in values]
+        if _listed(text, amounts, at):
+            return None
+    return largest
+
+
+_LIST_JOIN = re.compile(
+    r"\s*(?:,|;|&|and|or|plus|,\s*and)\s*(?:[£$€¥₹]|[A-Z]{3}|kr)?\s*$", re.IGNORECASE
+)
+
+
+def _listed(text: str, amounts: list, at: int) -> bool:
+    """Whether amount ``at`` of ``amounts`` is joined to the amount before or after it by
+    a list joiner alone ("$4,500.00 and $1,250.00", "€90; €150"), a currency mark and
+    its unit ("kr", "EUR") around allowed.
+    """
+    start, end, _ = amounts[at]
+    if at > 0:
+        between = text[amounts[at - 1][1] : start]
+        between = re.sub(r"^\s*(?:[A-Z]{3}|kr)\b", "", between)
+        if _LIST_JOIN.fullmatch(between):
+            return True
+    if at + 1 < len(amounts):
+        between = text[end : amounts[at + 1][0]]
+        between = re.sub(r"^\s*(?:[A-Z]{3}|kr)\b", "", between)
+        if _LIST_JOIN.fullmatch(between):
+            return True
+    return False
+
+
+_MAX_SUMMED = 12  # most other amounts searched for a sum (2**12 subsets at most)
+
+
+def _sums(total: Decimal, parts: list[Decimal]) -> bool:
+    """Whether ``total`` is the sum of two or more of ``parts`` (each used once);
+    False where there are more than ``_MAX_SUMMED`` parts. Raises: never.
+    """
+    if len(parts) > _MAX_SUMMED:
+        return False
+    reach: dict[Decimal, int] = {Decimal(0): 0}  # sum -> most parts reaching it
+    for part in parts:
+        for got, n in list(reach.items()):
+            new = got + part
+            if new <= total and reach.get(new, -1) < n + 1:
+                reach[new] = n + 1
+    return reach.get(total, 0) >= 2
 
 
 def denied_count(doc: TextWords, stems: list[str], root: Any, prop: Any) -> bool:

@@ -38,6 +38,7 @@ from typing import Any
 
 from structgen.extraction.evidence.dates import time_field
 from structgen.extraction.evidence.fields import (
+    accepts_number,
     field_kind,
     free_string_schema,
     is_nullable,
@@ -59,6 +60,7 @@ __all__ = [
     "leg_items",
     "day_number_fields",
     "day_number_items",
+    "unit_numbers",
 ]
 
 _DAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
@@ -651,3 +653,82 @@ def day_number_items(
 def _full_day(prefix: str) -> str:
     """The full lower-case weekday name a three-letter prefix starts."""
     return next(d for d in _DAYS if d.startswith(prefix.lower()))
+
+
+# units a number field's last name word may name, with the words the text writes them as
+_UNIT_WORDS = {
+    "mg": ("mg", "milligram", "milligrams"),
+    "g": ("g", "gram", "grams"),
+    "kg": ("kg", "kilo", "kilos", "kilogram", "kilograms"),
+    "ml": ("ml", "millilitre", "millilitres", "milliliter", "milliliters"),
+    "l": ("l", "litre", "litres", "liter", "liters"),
+    "km": ("km", "kilometre", "kilometres", "kilometer", "kilometers"),
+    "mm": ("mm", "millimetre", "millimetres", "millimeter", "millimeters"),
+    "cm": ("cm", "centimetre", "centimetres", "centimeter", "centimeters"),
+    "mcg": ("mcg", "µg", "microgram", "micrograms"),
+}
+_MAX_UNIT_GAP = 2  # most words between an item's name and its numeral
+
+
+def unit_numbers(root: Any, array: Any, text: str, current: list) -> list[dict] | None:
+    """The model's items with each number field named for a unit (its name's last word
+    ``mg``, ``kg``, ``ml``, ``km``, ...: ``dose_mg``) set to the numeral the text writes
+    with that unit right after the item's one free string value ("metformin 500 mg,
+    atorvastatin 20 mg": ``dose_mg`` 500 for "metformin"; at most two words between the
+    value and the numeral, the unit right after the numeral), where every occurrence of
+    the value gives the same numeral, its reading fits the field and the model's number
+    differs; None where nothing changes. Raises: never.
+    """
+    array = _resolve(root, array)
+    items = _resolve(root, array.get("items")) if isinstance(array, dict) else None
+    if not isinstance(items, dict) or not isinstance(items.get("properties"), dict):
+        return None
+    props = items["properties"]
+    strings = [k for k, p in props.items() if free_string_schema(root, p) is not None]
+    units = {}
+    for key, prop in props.items():
+        last = re.split(r"[_\W]+", key.lower())[-1]
+        if field_kind(root, prop)[0] == "number" and last in _UNIT_WORDS and "_" in key:
+            units[key] = _UNIT_WORDS[last]
+    if len(strings) != 1 or not units:
+        return None
+    (name,) = strings
+    out, changed = [], False
+    for item in current:
+        if not isinstance(item, dict) or not isinstance(item.get(name), str) or not item[name]:
+            out.append(item)
+            continue
+        new = dict(item)
+        for key, words in units.items():
+            found = _unit_after(text, item[name], words)
+            if found is None:
+                continue
+            fit = [v for v in found if accepts_number(_resolve(root, props[key]), v)]
+            if fit and (not isinstance(item.get(key), (int, float)) or fit[0] != item[key]):
+                new[key] = _plain(fit[0])
+                changed = True
+        out.append(new)
+    return out if changed else None
+
+
+def _unit_after(text: str, value: str, words: tuple[str, ...]) -> tuple | None:
+    """The readings of the numeral the text writes with one of ``words`` right after it,
+    at most ``_MAX_UNIT_GAP`` words after each occurrence of ``value`` (whole words, case
+    ignored); None where an occurrence gives none or two give different ones.
+    """
+    unit = "|".join(re.escape(w) for w in words)
+    found = None
+    for m in re.finditer(r"(?<!\w)" + re.escape(value) + r"(?!\w)", text, re.IGNORECASE):
+        rest = text[m.end() : m.end() + 60]
+        gap = re.match(r"(?:\s+[^\W\d][\w'-]*){0,%d}\s+" % _MAX_UNIT_GAP, rest)
+        start = gap.end() if gap is not None else 0
+        spans = numeral_spans(rest[start:])
+        if not spans or spans[0][0] != 0:
+            return None
+        a, b, readings = spans[0]
+        if not re.match(r"\s*(?:" + unit + r")\b", rest[start + b :], re.IGNORECASE):
+            return None
+        if found is not None and found != readings:
+            return None
+        found = readings
+    return found

@@ -37,7 +37,17 @@ that writes two or more dates, each followed by exactly as many numerals before 
 ("on 6 April 2027, 41.2 litres for 758,08 kr, and on 22 April 2027, thirty litres
 exactly for 561,00 kr": ``dated_entries``).
 
-Both rules give their records only where each value fits its field and the count fits
+**Cell rows** (``cell_items``): an array whose item object holds free strings, pattern
+strings (no ``format``) and numbers, at least one string and one number, nothing else. A
+line is cut into cells at column gaps (two or more spaces, a tab), bars, dashes between
+spaces and dot leaders, a leading rank ("1.") and cells wholly in brackets dropped; each
+cell is a pattern field's value, a number cell (one numeral, at most two words of unit or
+currency, no code such as "CN-5510") or a string cell (starting with a letter), as many of
+each kind as the item has fields, taken in schema order; a line whose first string cell
+starts with "total", "subtotal", "sum", "grand", "net" or "gross" is no record. The text's
+one longest run of two or more consecutive such lines is the array.
+
+The rules give their records only where each value fits its field and the count fits
 ``minItems`` / ``maxItems``; else None (the model's array stays). No model call.
 """
 
@@ -51,6 +61,7 @@ from structgen.extraction.evidence.fields import (
     field_kind,
     free_string_schema,
     schema_accepts,
+    string_schema,
 )
 from structgen.extraction.evidence.text import stem
 from structgen.extraction.labels import amount_spans, is_amount_field
@@ -66,6 +77,9 @@ __all__ = [
     "table_rows",
     "dated_entries",
     "row_items",
+    "cell_fields",
+    "cell_row",
+    "cell_items",
 ]
 
 _LABEL = re.compile(r"(?:^|(?<=[.!?]\s)|(?<=\n))[ \t]*([^\W\d_][\w'’ -]{0,40}?)[ \t]*:[ \t]+")
@@ -424,3 +438,150 @@ def _fitting(array: dict, out: list[dict]) -> list[dict] | None:
 
 def _plain(value: Decimal) -> int | float:
     return int(value) if value == value.to_integral_value() else float(value)
+
+
+# cell rows: a line cut into cells at a column gap (two or more spaces, a tab), a bar, a
+# dash between spaces or a dot leader
+_CELL_GAP = re.compile(r"\s{2,}|\t|\s*\|\s*|\s+[-–—]\s+|\s*\.{3,}\s*")
+_CELL_RANK = re.compile(r"\s*\d{1,2}[.)]\s+(?=[^\W\d_])")
+_TOTAL_WORDS = frozenset({"total", "subtotal", "sum", "grand", "net", "gross"})
+_MAX_UNIT_WORDS = 2
+_CODE = re.compile(r"[^\W_][-#/_]\d")  # a numeral joined into a code: "CN-5510"
+
+
+def cell_fields(root: Any, items: Any) -> tuple[list[str], list[str], list[str]] | None:
+    """``(free string fields, pattern string fields, number fields)``, each in schema
+    order, of an array's item schema when it is a cell row (``cell_items``), else None.
+    """
+    items = _resolve(root, items)
+    if not isinstance(items, dict) or not isinstance(items.get("properties"), dict):
+        return None
+    strings, patterns, numbers = [], [], []
+    for key, prop in items["properties"].items():
+        kind, _ = field_kind(root, prop)
+        sub = string_schema(root, prop)
+        if kind == "number":
+            numbers.append(key)
+        elif sub is not None and "format" not in sub:
+            (patterns if "pattern" in sub else strings).append(key)
+        else:
+            return None
+    if not numbers or not strings and not patterns:
+        return None
+    return strings, patterns, numbers
+
+
+def _cells(line: str) -> list[str]:
+    """A line's cells (module docstring of ``cell_items``), a leading rank ("1.") and
+    cells wholly in brackets (an aside: "(£108 per pupil)") dropped.
+    """
+    rank = _CELL_RANK.match(line)
+    if rank is not None:
+        line = line[rank.end() :]
+    cells = [c.strip(" :;,") for c in _CELL_GAP.split(line)]
+    return [c for c in cells if c and not (c[0] in "([" and c[-1] in ")]")]
+
+
+def _number_cell(cell: str) -> tuple[Decimal, ...] | None:
+    """The readings of a cell that writes one numeral and at most two words of unit or
+    currency ("12 pallets", "NOK 14 200,00", "£1,150.00"), else None (a code such as
+    "CN-5510" is none).
+    """
+    if _CODE.search(cell):
+        return None
+    nums = [s for s in numeral_spans(cell) if s[0] == 0 or not cell[s[0] - 1].isalnum()]
+    if len(nums) != 1:
+        return None
+    a, b, readings = nums[0]
+    rest = cell[:a] + " " + cell[b:]
+    if any(ch.isdigit() for ch in rest) or len(rest.split()) > _MAX_UNIT_WORDS:
+        return None
+    return readings
+
+
+def cell_row(root: Any, props: dict, fields: tuple, line: str) -> dict | None:
+    """One line read as a record of an item with ``fields`` (``cell_fields``), or None
+    where the line is no such row: every cell is either a pattern field's value (the
+    first such field in schema order whose pattern accepts it), a number cell
+    (``_number_cell``) or a string cell starting with a letter; the number cells go to
+    the number fields and the string cells to the free string fields, each in order, as
+    many of each as fields; a row whose first string cell starts with a total's word
+    ("TOTAL", "Subtotal", "Grand total") is none: a total is not a record.
+    """
+    strings, patterns, numbers = fields
+    record: dict[str, Any] = {}
+    texts, nums = [], []
+    for cell in _cells(line):
+        key = next(
+            (k for k in patterns if k not in record and re.search(props[k]["pattern"], cell)),
+            None,
+        )
+        if key is not None:
+            record[key] = cell
+            continue
+        readings = _number_cell(cell)
+        if readings is not None:
+            nums.append(readings)
+        elif cell[0].isalpha():
+            texts.append(cell)
+        else:
+            return None
+    if len(record) != len(patterns) or len(texts) != len(strings) or len(nums) != len(numbers):
+        return None
+    if texts and _WORD.match(texts[0]) and _WORD.match(texts[0])[0].lower() in _TOTAL_WORDS:
+        return None
+    record.update(zip(strings, texts, strict=True))
+    for key, readings in zip(numbers, nums, strict=True):
+        fit = [v for v in readings if schema_accepts(root, props[key], _plain(v))]
+        if not fit:
+            return None
+        record[key] = _plain(fit[0])
+    if not all(schema_accepts(root, props[k], v) for k, v in record.items()):
+        return None
+    return {k: record[k] for k in props}
+
+
+def cell_items(root: Any, array: Any, text: str, current: list) -> list[dict] | None:
+    """The items of an array of cell rows read from the text's one longest run of two or
+    more consecutive lines that are rows, or None.
+
+    An item of free strings, pattern strings (no ``format``) and numbers, at least one
+    number and one string, nothing else (``cell_fields``), is read from lines cut into
+    cells at column gaps (two or more spaces, a tab, ``|``, a dash between spaces, a dot
+    leader: "Long Meadow    winter wheat    12.5    104.2", "CN-5510  12 pallets  8 640
+    kg  NOK 14 200,00", "A5 flyers - 2,500 copies - £142.00", "Coach hire ....
+    £1,150.00", "10 km    0:49:30"), each line a record (``cell_row``). A blank line or
+    a line that is no row ends a run; two runs of the longest length give None.
+
+    Args:
+        root: the whole schema (``$ref`` resolution).
+        array: the array property's subschema.
+        text: the document.
+        current: the array's items as extracted (unused: the rows decide).
+
+    Returns:
+        A new list of item dicts, in text order, fitting ``minItems`` / ``maxItems``, or
+        None. Raises: never.
+    """
+    array = _resolve(root, array)
+    if not isinstance(array, dict):
+        return None
+    fields = cell_fields(root, array.get("items"))
+    if fields is None:
+        return None
+    props = _resolve(root, array.get("items"))["properties"]
+    runs: list[list[dict]] = []
+    run: list[dict] = []
+    for line in [*text.splitlines(), ""]:
+        row = cell_row(root, props, fields, line) if line.strip() else None
+        if row is not None:
+            run.append(row)
+            continue
+        if len(run) >= 2:
+            runs.append(run)
+        run = []
+    if not runs:
+        return None
+    best = max(len(r) for r in runs)
+    longest = [r for r in runs if len(r) == best]
+    return _fitting(array, longest[0]) if len(longest) == 1 else None

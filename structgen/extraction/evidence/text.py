@@ -66,6 +66,10 @@ NUMBER_ALIASES = {
     "m2": frozenset({"squar", "sq", "sqm"}),
     "high": frozenset({"maximum"}),
     "low": frozenset({"minimum"}),
+    "student": frozenset({"pupil", "child", "kid"}),
+    "mm": frozenset({"millimetr"}),
+    "km": frozenset({"kilometr"}),
+    "kg": frozenset({"kilogram", "kilo"}),
 }
 
 

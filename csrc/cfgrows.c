@@ -1092,6 +1092,110 @@ done:
     return out;
 }
 
+/* the configuration after byte b of configuration state without its row: build_row_into's
+ * step for the one class b is in (the lexemes that move on b, in the configuration's order:
+ * the same step memo key, so the same configuration). -1 dead, -3 on error */
+static int32_t byte_step(Core *c, PyObject *owner, int32_t state, int b, IVec *vec, IVec *scratch,
+                         IVec *ended, char *acc, Py_ssize_t acc_cap) {
+    Py_ssize_t k = c->cfg_len.d[state];
+    vec->n = 0;
+    if (ivec_reserve(vec, k ? k : 1) < 0)
+        return -3;
+    for (Py_ssize_t i = 0; i < k; i++) {
+        int32_t id = c->cfg_lex.d[c->cfg_off.d[state] + i]; /* (cfg_lex may move: read again) */
+        if (lexeme_moves(c, owner, id) < 0)
+            return -3;
+        int16_t cl = c->ls[c->lex[id].ls].cls[b];
+        if (cl >= 0)
+            vec->d[vec->n++] = c->lex[id].moved[cl];
+    }
+    if (vec->n == 0)
+        return -1; /* no lexeme moves on b: the row's entry is -1 (no class holds b) */
+    return step(c, owner, vec->d, vec->n, scratch, ended, acc, acc_cap);
+}
+
+/* walk(state, data) -> int or None: the configuration after data's bytes from state, -1 when
+ * it dies (GrammarAutomaton.walk), under the owner's lock, building no row: a built row's
+ * entry is read, a missing one is the step of the byte's class alone (byte_step). None,
+ * nothing walked, where the tables lack room for a new configuration per byte (the row path
+ * grows them). Raises what a step raises (a budget, the callbacks). */
+static PyObject *core_walk(Core *c, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "walk(state, data) takes two arguments");
+        return NULL;
+    }
+    long s = PyLong_AsLong(args[0]);
+    if (s == -1 && PyErr_Occurred())
+        return NULL;
+    Py_buffer data;
+    if (PyObject_GetBuffer(args[1], &data, PyBUF_SIMPLE) < 0)
+        return NULL;
+    PyObject *owner = owner_of(c);
+    if (owner == NULL) {
+        PyBuffer_Release(&data);
+        return NULL;
+    }
+    PyObject *r = PyObject_CallMethodNoArgs(c->lock, S_acquire);
+    if (r == NULL) {
+        Py_DECREF(owner);
+        PyBuffer_Release(&data);
+        return NULL;
+    }
+    Py_DECREF(r);
+    PyObject *out = NULL;
+    IVec vec = {0}, scratch = {0}, ended = {0};
+    if (held_attr(&c->held_slot, owner, S_slot, 8) < 0 ||
+        held_attr(&c->held_rows, owner, S_rows, 4) < 0 ||
+        held_attr(&c->held_acc, owner, S_acc, 1) < 0)
+        goto unlock;
+    const int64_t *slot = c->held_slot.view.buf;
+    const int32_t *rows = c->held_rows.view.buf;
+    Py_ssize_t cap = c->held_slot.view.len / 8, acc_len = c->held_acc.view.len;
+    Py_ssize_t n_rows = c->held_rows.view.len / 1024;
+    if (s < -1 || s >= c->cfg_off.n || s >= cap) {
+        PyErr_Format(PyExc_IndexError, "walk: no configuration %ld", s);
+        goto unlock;
+    }
+    if (c->cfg_off.n + data.len + 1 > cap || c->cfg_off.n + data.len + 1 > acc_len) {
+        out = Py_None; /* a new configuration per byte may not fit: the row path grows */
+        Py_INCREF(out);
+        goto unlock;
+    }
+    const uint8_t *p = data.buf;
+    for (Py_ssize_t i = 0; s >= 0 && i < data.len; i++) {
+        int64_t at = slot[s];
+        if (at >= 0 && at < n_rows) {
+            s = rows[at * 256 + p[i]];
+            continue;
+        }
+        int32_t nxt = byte_step(c, owner, (int32_t)s, p[i], &vec, &scratch, &ended,
+                                c->held_acc.view.buf, acc_len);
+        if (nxt == -3)
+            goto unlock;
+        s = nxt;
+    }
+    out = PyLong_FromLong(s < 0 ? -1 : s);
+unlock:;
+    free(vec.d);
+    free(scratch.d);
+    free(ended.d);
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb); /* release the lock whatever happened */
+    r = PyObject_CallMethodNoArgs(c->lock, S_release);
+    if (r == NULL) {
+        Py_XDECREF(et);
+        Py_XDECREF(ev);
+        Py_XDECREF(tb);
+        Py_CLEAR(out);
+    } else {
+        Py_DECREF(r);
+        PyErr_Restore(et, ev, tb);
+    }
+    Py_DECREF(owner);
+    PyBuffer_Release(&data);
+    return out;
+}
+
 static PyObject *core_attach(Core *c, PyObject *owner) {
     PyObject *lock = PyObject_GetAttr(owner, S_lock);
     if (lock == NULL)
@@ -1378,6 +1482,8 @@ static PyMethodDef core_methods[] = {
      "set_starts(expected, final, movable, initial, ignored): node starts read in C, not _c_node"},
     {"attach", (PyCFunction)core_attach, METH_O,
      "attach(owner): row_tables builds the rows of owner (held by a weak reference)"},
+    {"walk", (PyCFunction)(void (*)(void))core_walk, METH_FASTCALL,
+     "walk(state, data) -> the configuration after data (-1 dead), no row built; None: no room"},
     {"row_tables", (PyCFunction)(void (*)(void))core_row_tables, METH_FASTCALL,
      "row_tables(state=-1) -> (rows, slot): GrammarAutomaton.row_tables, the row built in C"},
     {"set_lexers", (PyCFunction)core_set_lexers, METH_O,

@@ -96,8 +96,10 @@
  *   without a write (a destination fill_row does not take: an ndarray bitmask).
  *   cold_step(plan, state, token) -> int or None: TokenIndex.token_step's work (the step
  *   memo missed) in one call: -1 for an id out of range or never allowed (not memoised), the
- *   cached row's entry, -1 where the cached mask refuses the token, else walk_bytes_direct;
- *   memoised as there. None, nothing done, for a state with neither a row nor a mask cached.
+ *   cached row's entry, -1 where the cached mask refuses the token, else walk_bytes_direct
+ *   (a grammar plan: its automaton's walk, GrammarAutomaton's Core.walk, where the plan holds
+ *   one and it has room, else walk_bytes); memoised as there. None, nothing done, for a state
+ *   with neither a row nor a mask cached.
  *
  *   count_reach(kind, args, nullable, depth, t, budget, limits) -> bool: whether a regex
  *   state's term meets a bounded repetition CountView.canonical would share (csrc/count_reach.h).
@@ -1219,7 +1221,7 @@ enum {
     GP_TRIE_MOD, GP_TRIE, GP_BYTE, GP_DEPTH, GP_SKIP, GP_TOKEN, GP_STACK, GP_ROW_TABLES, GP_DFA,
     GP_EOS, GP_MASKS, GP_FROMBUFFER, GP_DTYPE, GP_NUM_WORDS, GP_NODE_FREE_KEY, GP_TOKEN_ENDS,
     GP_NODE_FREE, GP_MAX_NODE_FREE, GP_SPLIT, GP_UNSPLIT, GP_NEVER, GP_ROWS, GP_STEPS,
-    GP_MAX_STEPS, GP_TOKEN_BYTES, GP_SIZE
+    GP_MAX_STEPS, GP_TOKEN_BYTES, GP_WALK, GP_SIZE
 };
 
 /* The cold mask of grammar configuration state (no form, no cached mask) as
@@ -1478,7 +1480,15 @@ static PyObject *cold_step(PyObject *self, PyObject *const *args, Py_ssize_t nar
             if (data == NULL) return NULL;
             PyObject *argv[4] = {data, state, PyTuple_GET_ITEM(plan, CP_ROW_TABLES_),
                                  PyTuple_GET_ITEM(plan, CP_DFA_)};
-            PyObject *res = walk_bytes_impl(argv, grammar ? 3 : 4, !grammar);
+            PyObject *res = NULL;
+            if (grammar && PyTuple_GET_ITEM(plan, GP_WALK) != Py_None) {
+                /* the automaton's own walk: no row built for the token's inner bytes */
+                PyObject *wargs[2] = {state, data};
+                res = PyObject_Vectorcall(PyTuple_GET_ITEM(plan, GP_WALK), wargs, 2, NULL);
+                if (res == NULL) return NULL;
+                if (res == Py_None) Py_CLEAR(res); /* no room: the row path grows the tables */
+            }
+            if (res == NULL) res = walk_bytes_impl(argv, grammar ? 3 : 4, !grammar);
             if (res == NULL) return NULL;
             nxt = PyLong_AsLong(res);
             Py_DECREF(res);

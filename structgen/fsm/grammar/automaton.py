@@ -32,7 +32,10 @@ intersection or complement, the chart node after a lexeme ends over Python chart
 the lists lack (``_c_node``). The token-trie walk's
 ``row_tables`` callback is ``Core.row_tables``, which builds a missing row without the
 interpreter (Python entered only to grow the tables or raise the row budget:
-``_row_tables_py``). The Python path below is the
+``_row_tables_py``). The matcher's cold step walks a token through ``Core.walk``: a
+configuration without a row takes the step of the byte's class alone (the step the row
+would hold for that byte, the same memo), so the configurations inside a token get no
+row. The Python path below is the
 reference and the fallback; both give the same automaton up to the numbering of its
 configurations (``tests/fsm/grammar/test_native_rows.py``).
 

@@ -64,7 +64,7 @@ __all__ = [
 # an extension without them)
 cold_step = getattr(trie._EXT, "cold_step", None)
 cold_mask = getattr(trie._EXT, "cold_mask", None)
-GRAMMAR_PLAN_SIZE = 25  # a grammar automaton's cold plan (``_make_grammar_plan``)
+GRAMMAR_PLAN_SIZE = 26  # a grammar automaton's cold plan (``_make_grammar_plan``)
 
 
 def is_grammar_plan(plan: tuple | None) -> bool:
@@ -306,8 +306,10 @@ class TokenIndex:
         ``_walk_split`` called back, the latter not for a state in ``_unsplit``, where it
         answers None; the whole walk in C; declined while the trie's subtree
         tables are not built or the settings ``TokenTrie.walk`` reads leave that walk), and
-        ``cold_step`` for ``token_step`` (``walk_bytes``, not direct; declined without the
-        C walk). Raises: never.
+        ``cold_step`` for ``token_step`` (a native automaton's ``Core.walk``: the token's
+        bytes stepped one byte class at a time, no row built for them, a built row read;
+        else, or where its tables lack room, ``walk_bytes``, not direct; declined without
+        the C walk). Raises: never.
         """
         plan = self.__dict__.get("_cold_plan", False)
         if plan is False:
@@ -408,6 +410,7 @@ class TokenIndex:
             self.steps,
             MAX_STEP_MEMO,
             self.vocab.token_bytes,
+            _core_walk(dfa),
         )
 
     @property
@@ -769,12 +772,16 @@ class TokenIndex:
         the rest is fixed per automaton) and, under them, its C walk, called
         ``walk(data, state, *args)``: ``walk_bytes_direct`` with ``(tables, dfa)`` or
         ``walk_bytes`` with ``(tables,)`` (``tables``: the row-tables callback); or
-        ``(None, None)`` without the extension (``walk_bytes`` then walks in Python).
+        ``(None, None)`` without the extension (``walk_bytes`` then walks in Python); a
+        native grammar automaton's ``Core.walk`` (``_walk_core``: as ``cold_step``).
         """
         key = (trie._c, trie._direct, terms._c)
         dfa = self.dfa
         if trie._c is None:
             return (*key, None, None)
+        walk = _core_walk(dfa)
+        if walk is not None:  # a native grammar automaton: the cold step's walk (no rows)
+            return (*key, _walk_core, (walk, trie._c.walk_bytes, trie._tables(dfa)))
         if trie._WALK_BYTES_DIRECT is not None and trie._walk_c(dfa) is trie._WALK_DIRECT:
             return (*key, trie._WALK_BYTES_DIRECT, (trie._tables(dfa), dfa))
         return (*key, trie._c.walk_bytes, (trie._tables(dfa),))
@@ -783,6 +790,26 @@ class TokenIndex:
     def num_cached_states(self) -> int:
         """States with a cached mask or next-state row."""
         return len(set(self._masks).union(self._rows))
+
+
+def _core_walk(dfa):
+    """The C walk of a native grammar automaton (``Core.walk`` of ``csrc/cfgrows.c``: a
+    token's configurations stepped one byte class at a time, no row built), for the cold
+    step; None where the automaton's rows are not built by an attached core.
+    """
+    core = getattr(dfa, "_core", None)
+    walk = getattr(core, "walk", None)
+    if walk is None or getattr(dfa, "row_tables", None) != core.row_tables:
+        return None
+    return walk
+
+
+def _walk_core(data: bytes, state: int, walk, walk_bytes, tables) -> int:
+    """The state after ``data`` from ``state`` by a grammar automaton's ``Core.walk``, or by
+    ``walk_bytes`` over its rows where the walk declines (no room: the rows grow).
+    """
+    nxt = walk(state, data)
+    return walk_bytes(data, state, tables) if nxt is None else nxt
 
 
 def _wildcard_edges(dfa, state: int) -> tuple[tuple[frozenset[int], bool, int], ...]:

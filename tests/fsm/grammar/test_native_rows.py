@@ -10,6 +10,7 @@ may be numbered differently: a one-to-one map is built and checked as the walk g
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -261,3 +262,108 @@ def test_row_tables_after_the_automaton_is_gone() -> None:
     callback = _twins(built, native=True).row_tables
     with pytest.raises(RuntimeError, match="gone"):
         callback(0)
+
+
+def _random_texts(ref: GrammarAutomaton, rng, count: int, length: int) -> list[bytes]:
+    """``count`` texts of up to ``length`` bytes the grammar reads (each byte drawn from the
+    live bytes of the reference's rows), a dead byte appended to every fourth."""
+    texts = []
+    for k in range(count):
+        state, out = ref.initial, bytearray()
+        for _ in range(length):
+            live = [b for b, x in enumerate(ref.row(state).tolist()) if x >= 0]
+            if not live:
+                break
+            byte = live[rng.randrange(len(live))]
+            out.append(byte)
+            state = int(ref.row(state)[byte])
+        if k % 4 == 3:
+            dead = [b for b, x in enumerate(ref.row(state).tolist()) if x < 0] if state >= 0 else []
+            if dead:
+                out.append(dead[rng.randrange(len(dead))])
+        texts.append(bytes(out))
+    return texts
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_c_walk_without_rows_equals_the_rows_walk(name: str) -> None:
+    """``Core.walk`` (the cold step's walk over a token's bytes: each missing row's entry
+    stepped alone, no row built; a built row read) reaches the configuration the Python
+    rows reach, chunk by chunk over random texts, whichever rows were built before; it
+    declines (None, nothing changed) where a new configuration per byte may not fit."""
+    import random
+
+    source, syntax = CASES[name]
+    built = _compiled(source, syntax)
+    if not isinstance(built, GrammarAutomaton):
+        pytest.skip("a regular grammar: a plain DFA, no grammar automaton")
+    ref, nat = _twins(built, native=False), _twins(built, native=True)
+    rng = random.Random(name)
+    walked = 0
+    for i, text in enumerate(_random_texts(ref, rng, 24, 60)):
+        a, b, at = ref.initial, nat.initial, 0
+        while at < len(text) and a >= 0:
+            chunk = text[at : at + rng.randint(1, 9)]
+            at += len(chunk)
+            if i % 3 == 1:  # some rows built on the C side first: the walk reads them
+                nat.row(b)
+            rows = nat.num_rows_built
+            a, b = ref.walk(a, chunk), nat._core.walk(b, chunk)
+            assert nat.num_rows_built == rows  # no row built by the walk
+            walked += len(chunk)
+            assert (a < 0) == (b < 0), (text, at)
+            if a >= 0:
+                assert nat.lexemes(b) == ref.lexemes(a), (text, at)
+                assert nat.is_accepting(b) == ref.is_accepting(a), (text, at)
+        if i % 4 == 3 and at == len(text):
+            assert a == b == -1  # the dead byte appended
+    assert walked > 300
+    # one state's rows then built by the C rows: the walk's configurations are theirs
+    assert _same_automaton(ref, nat, 200) >= min(200, ref.num_states)
+    states = nat.num_states
+    assert nat._core.walk(nat.initial, b"x" * nat._slot.shape[0]) is None
+    assert nat.num_states == states
+    with pytest.raises(IndexError):
+        nat._core.walk(10**6, b"x")
+
+
+def test_cold_steps_walk_tokens_without_rows() -> None:
+    """A native grammar's cold plan steps tokens with ``Core.walk``: forcing the recursive
+    schema's instance builds rows only for masks, none for advances, and the masks along
+    it equal the tokens' bytes stepped through an automaton compiled apart (brute force)."""
+    import numpy as np
+
+    from structgen.fsm.index.vocabulary import Vocabulary
+    from tests.fsm.grammar.test_node_free_masks import (
+        RECURSIVE,
+        _bits,
+        _compile,
+        _reference_bits,
+        _small_vocab,
+        _token_data,
+    )
+
+    vocab = _small_vocab()
+    ref_vocab = Vocabulary(vocab.token_bytes, vocab.eos_token_ids, vocab.special_token_ids)
+    ref = _compile(RECURSIVE["schema"], ref_vocab).dfa
+    g = _compile(RECURSIVE["schema"], vocab)
+    plan = g.token_index.cold_plan
+    assert plan is not None and plan[-1] == g.dfa._core.walk
+    data, done = json.dumps(RECURSIVE["instance"], separators=(",", ":")).encode(), b""
+    token_data = _token_data(vocab)
+    m, ref_state, advances = g.matcher(), ref.initial, 0
+    while done != data:
+        bits = _bits(m, vocab)
+        assert np.array_equal(bits, _reference_bits(ref, ref_state, vocab, token_data)), done
+        rest = data[len(done) :]
+        tid = max(
+            (t for t in np.flatnonzero(bits).tolist() if rest.startswith(vocab.token_bytes[t])),
+            key=lambda t: len(vocab.token_bytes[t]),
+        )
+        rows = g.dfa.num_rows_built
+        assert m.advance(tid)
+        assert g.dfa.num_rows_built == rows, done
+        advances += len(vocab.token_bytes[tid]) > 1
+        done += vocab.token_bytes[tid]
+        ref_state = ref.walk(ref_state, vocab.token_bytes[tid])
+    assert advances > 10

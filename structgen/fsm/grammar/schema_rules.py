@@ -30,8 +30,10 @@ refused under ``strict``.
 
 from __future__ import annotations
 
+import functools
 import re
 from functools import lru_cache
+from types import ModuleType
 from typing import Any, NamedTuple
 
 from ...errors import InvalidGrammarError, StructgenError, UnsupportedSchemaError
@@ -462,6 +464,17 @@ def lower_recursive_schema(
     )
 
 
+@functools.cache
+def _compile() -> ModuleType:
+    """``grammar.compile``, imported at the first compile (the token layer it imports is no
+    part of ``lower_recursive_schema``'s torch-free path) and kept: no import statement per
+    compile. Raises: never.
+    """
+    from . import compile
+
+    return compile
+
+
 def compile_schema_rules(
     rules: SchemaRules, spec: Any, vocab: Any, *, max_states: int, max_seconds: float
 ) -> Any:
@@ -481,8 +494,6 @@ def compile_schema_rules(
         UnsupportedSchemaError: the recursive schema accepts no finite value.
         GrammarTooComplexError: a budget is exceeded.
     """
-    from .compile import compile_grammar_def
-
     deadline = Deadline(max_seconds)
     gdef = rules_grammar(
         rules.pattern,
@@ -494,7 +505,7 @@ def compile_schema_rules(
     )
     gdef.warnings = list(rules.warnings)
     try:
-        return compile_grammar_def(
+        return _compile().compile_grammar_def(
             gdef, spec, vocab, trigger=spec.trigger, max_states=max_states, deadline=deadline
         )
     except InvalidGrammarError as exc:

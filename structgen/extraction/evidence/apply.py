@@ -76,7 +76,12 @@ from structgen.extraction.evidence.numbers import (
     unmarked_numerals,
     with_halves,
 )
-from structgen.extraction.evidence.options import bool_value, enum_items, enum_value
+from structgen.extraction.evidence.options import (
+    NONE_OPTIONS,
+    bool_value,
+    enum_items,
+    enum_value,
+)
 from structgen.extraction.evidence.records import (
     day_number_items,
     identified_items,
@@ -167,8 +172,12 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
                     changed.append(path + name)
             elif kind == "enum" and (node.get(name) is None or isinstance(node[name], str)):
                 options = list(dict.fromkeys(o for o in branch["enum"] if isinstance(o, str)))
-                absent = bool_value(doc, stems) is False  # "no cabin"
-                denied = is_nullable(schema, prop) and absent
+                nullable = is_nullable(schema, prop)
+                nothing = nullable or not NONE_OPTIONS.isdisjoint(
+                    o.strip().lower() for o in options
+                )
+                absent = nothing and bool_value(doc, stems) is False  # "no cabin"
+                denied = nullable and absent
                 decided, found_e = enum_value(doc, options, node.get(name), denied, stems, absent)
                 if decided:
                     node[name] = found_e

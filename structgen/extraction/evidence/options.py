@@ -207,33 +207,24 @@ def _option_mentions(doc: TextWords, options: list[str]) -> dict[str, list[tuple
     return {o: [ab for ab in found if ab not in inside] for o, found in spans.items()}
 
 
-# words a hyphen joins into one compound ("call-out", "Wi-Fi"): at most this many
-_JOINED_WORDS = 3
-
-
 def _joined_mentions(doc: TextWords, option: str) -> list[tuple[int, int]]:
     """Where the text writes an option as one compound split differently: words joined
-    by hyphens whose letters run together are the option's ("Call-out" mentions
-    ``callout``, "Wi-Fi" ``wifi``), and one word is an option of two or more words run
-    together ("callout" mentions ``call_out``); compared as stems (``text.stem``) of the
-    letters and digits run together.
+    by hyphens whose letters run together are the option's (``TextWords.compounds``:
+    "Call-out" mentions ``callout``, "Wi-Fi" ``wifi``), and one word is an option of two
+    or more words run together ("callout" mentions ``call_out``); compared as stems
+    (``text.stem``) of the letters and digits run together, in text order.
     """
     words = [w.lower() for w in _WORD.findall(unicodedata.normalize("NFKC", option))]
     if not words:
         return []
     whole = stem("".join(words))
-    found = []
-    for k in range(len(doc.words)):
-        for m in range(min(_JOINED_WORDS, len(doc.words) - k)):
-            if m and doc.text[doc.words[k + m - 1][2] : doc.words[k + m][1]] != "-":
-                break
-            if m == 0 and len(words) == 1:
-                continue  # one word for a one-word option: the plain mention
-            if len(words) == m + 1 and all(doc.raw[k + i] == words[i] for i in range(m + 1)):
-                continue  # written as the option's own words: the plain mention
-            if stem("".join(doc.raw[k : k + m + 1])) == whole:
-                found.append((k, k + m))
-    return found
+    found = [(k, k) for k in doc.by_stem.get(whole, ())] if len(words) > 1 else []
+    found += [
+        (k, end)
+        for k, end, joined in doc.compounds
+        if joined == whole and doc.raw[k : end + 1] != words  # (own words: plain mention)
+    ]
+    return sorted(found)
 
 
 def enum_items(doc: TextWords, items: dict, array: dict, current: Any) -> list[str] | None:

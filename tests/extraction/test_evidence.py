@@ -88,14 +88,19 @@ ENUM = {
 ENUM_BEFORE = {"priority": "medium", "cabin": "business", "carrier": None}
 
 
-def _reference_enum(text: str, options: list[str], current) -> str | None:
+def _reference_enum(text: str, options: list[str], current, name: str = "") -> str | None:
     """A brute-force reading of the enum rule on the text's raw words (no stems): which
     options occur as consecutive lowercased words outside a longer option's occurrence,
     with no negation word among the three words before them in their clause nor right
-    after them; the model's option stays when the text affirms it."""
+    after them; the model's option stays when the text affirms it. Of two or more
+    affirmed options, the one affirmed right beside the field's ``name`` (at most one
+    word between, in its clause) counts alone, unless another affirmed option shares a
+    clause with it."""
     clauses = re.split(r"[.;,!?()\n]", text.lower())
     mentioned, affirmed = set(), set()
-    for clause in clauses:
+    by_clause: dict[str, set[int]] = {}  # affirmed option -> clauses affirming it
+    beside: set[str] = set()
+    for c, clause in enumerate(clauses):
         words = re.findall(r"[^\W_]+", clause)
         hits = []
         for o in options:
@@ -108,7 +113,17 @@ def _reference_enum(text: str, options: list[str], current) -> str | None:
             near = words[max(0, a - 3) : a] + words[b : b + 1]
             if not {"no", "not", "never", "without"} & set(near):
                 affirmed.add(o)
-    if current in affirmed or len(affirmed) != 1:  # a current mentioned only negated gives way
+                by_clause.setdefault(o, set()).add(c)
+                if name and name in words[max(0, a - 2) : a] + words[b : b + 2]:
+                    beside.add(o)
+    if current in affirmed:  # a current mentioned only negated gives way
+        return None
+    if len(affirmed) > 1 and len(beside) == 1:
+        (near_name,) = beside
+        others = set().union(*(by_clause[o] for o in affirmed if o != near_name))
+        if not by_clause[near_name] & others:
+            affirmed = beside
+    if len(affirmed) != 1:
         return None
     (only,) = affirmed
     return None if only == current else only
@@ -175,7 +190,7 @@ def test_enum_rule_matches_a_brute_force_reading():
         for name, opts in options.items():
             spaced = [o.replace("_", " ") for o in opts]
             current = ENUM_BEFORE[name]
-            ref = _reference_enum(text, spaced, current and current.replace("_", " "))
+            ref = _reference_enum(text, spaced, current and current.replace("_", " "), name)
             want = current if ref is None else opts[spaced.index(ref)]
             fired += ref is not None
             assert value[name] == want, (text, name)

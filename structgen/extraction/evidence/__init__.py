@@ -100,7 +100,20 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   in to her account", a negated verb, affirm it), that option is the value; when none is
   and the field is nullable and its name is mentioned only negated ("No dress code", as
   the boolean rule reads it), the value is null; otherwise the model's value stays.
-  Options are never matched inside a word ("low" is not in "below").
+  Options are never matched inside a word ("low" is not in "below"). An option is also
+  mentioned by a compound split differently: words joined by hyphens whose letters run
+  together are the option's ("Call-out" mentions ``callout``, "Wi-Fi" ``wifi``), one
+  word is an option of two words run together ("callout" mentions ``call_out``;
+  ``options._joined_mentions``); in an enum whose options hold ``low`` and ``high``,
+  "normal" and "moderate" mention ``medium`` and "urgent" ``high`` (``SCALE_ALIASES``;
+  a word that is an option itself stays that option's). Where two or more options are
+  mentioned without a negation and exactly one of them stands beside a word of the
+  field's name (at most one word between, in its clause, which no other of them shares:
+  "4-berth outside cabin", where "Pets: none travelling" mentions ``none`` too; not "low
+  or high priority"), that one counts alone (``options._beside_name``). Where no
+  option is, and the text mentions the field's name only negated ("Seating only, no
+  cabin"), the one option that says "none" (``none``, ``no``: ``options.NONE_OPTIONS``)
+  is the value.
 * **enum array**: an array whose items are string enum options holds the options the
   text mentions without a negation (as the enum rule reads mentions), in the order of
   their first mention, when that differs from the model's array and fits ``minItems`` /
@@ -368,6 +381,18 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   same over the date fields of an object and the objects nested in it (not in arrays),
   in schema order, when some of them are nested (a rental's ``pickup.date`` and
   ``return_date``).
+  Two readings of one ambiguous numeric date ("09/03/2027") are one date written, not
+  two (no change).
+* **relative date**: two ``format: date`` fields of one object holding the same date
+  that the text writes once, where every date the text writes is held by a date field of
+  the object: one copied the other (the nullable one where exactly one is nullable, else
+  the later in schema order). With exactly one relative date in the text ("yesterday",
+  "tomorrow", "one week later", "two weeks after today's screening", "twelve months from
+  the date of this visit", "three days earlier", "a month ago"; not "14 days before
+  travel", a deadline; ``dates.relative_offsets``) it takes the held date moved by it (a
+  month or year keeps the day, clamped to the month's end); with none, a nullable copy
+  beside a non-nullable field is null ("Next routine service as per contract": no
+  ``next_visit``; ``dates.relative_date``). Runs after the date order rule.
 * **date range**: when two ``format: date`` fields next to each other in one object hold
   the same date and the text writes exactly one range with that date among its ends'
   readings (two whole dates joined by "-", "–", "to", "until", "till", "through":

@@ -33,6 +33,7 @@ from structgen.extraction.evidence.dates import (
     dates_in_order,
     named_date,
     nested_dates_in_order,
+    relative_date,
     renamed_date,
     stated_order,
 )
@@ -77,7 +78,12 @@ from structgen.extraction.evidence.numbers import (
     unmarked_numerals,
     with_halves,
 )
-from structgen.extraction.evidence.options import bool_value, enum_items, enum_value
+from structgen.extraction.evidence.options import (
+    NONE_OPTIONS,
+    bool_value,
+    enum_items,
+    enum_value,
+)
 from structgen.extraction.evidence.records import (
     day_number_items,
     identified_items,
@@ -169,8 +175,13 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
                     changed.append(path + name)
             elif kind == "enum" and (node.get(name) is None or isinstance(node[name], str)):
                 options = list(dict.fromkeys(o for o in branch["enum"] if isinstance(o, str)))
-                denied = is_nullable(schema, prop) and bool_value(doc, stems) is False
-                decided, found_e = enum_value(doc, options, node.get(name), denied)
+                nullable = is_nullable(schema, prop)
+                nothing = nullable or not NONE_OPTIONS.isdisjoint(
+                    o.strip().lower() for o in options
+                )
+                absent = nothing and bool_value(doc, stems) is False  # "no cabin"
+                denied = nullable and absent
+                decided, found_e = enum_value(doc, options, node.get(name), denied, stems, absent)
                 if decided:
                     node[name] = found_e
                     changed.append(path + name)
@@ -331,6 +342,9 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
             changed.append(path + name)
         for name, new_d in dates_in_order(schema, sub, node, text).items():
             node[name] = new_d
+            changed.append(path + name)
+        for name, new_r in relative_date(schema, sub, node, text).items():
+            node[name] = new_r  # "Submitted 02/02/2027 ... When: yesterday"
             changed.append(path + name)
         for name, new_t in times_in_order(schema, sub, node, text).items():
             node[name] = new_t  # "from 5:30pm ... out by 10:45pm": start and end

@@ -8,8 +8,10 @@ field holding a sibling's date or time, its name nowhere in the text, is null
 time the text writes right after the words naming it (``named_date``: "Next meeting: 9
 February 2026", "Doors open at 7 pm"); a date field holding one reading of an ambiguous
 numeric date the text writes with its order stated right after it ("03/02/2026
-(DD/MM/YYYY)") takes the stated reading (``stated_order``). Dates and times are read by
-``structgen.fsm.dates``.
+(DD/MM/YYYY)") takes the stated reading (``stated_order``); of two date fields holding
+the one date the text writes, the copy takes the one relative date the text writes ("one
+week later", "yesterday"), or null where it writes none (``relative_date``). Dates and
+times are read by ``structgen.fsm.dates``.
 """
 
 from __future__ import annotations
@@ -121,8 +123,8 @@ def dates_in_order(root: Any, sub: dict, node: dict, text: str) -> dict[str, str
     if len(names) < 2 or not any(isinstance(v, str) and held.count(v) > 1 for v in held):
         return {}
     written = dates(text)
-    if len(written) != len(names):
-        return {}
+    if len(written) != len(names) or len(date_spans(text)) != len(written):
+        return {}  # (two readings of one ambiguous date are not two dates)
     return {k: d for k, d, v in zip(names, written, held) if d != v}
 
 
@@ -366,3 +368,110 @@ def _values_after(doc: TextWords, last: int, is_date: bool) -> set[str]:
     if after < len(words) and words[after][3] == clause:
         hi = words[after][2]
     return {r[:5] for r in times(doc.text[lo:hi])}  # HH:MM (each time is read twice)
+
+
+# a date the text writes relative to the one date a document is about: a day word
+# ("yesterday", "tomorrow") or a count of days, weeks, months or years followed by a word
+# that points from that date ("one week later", "two weeks after today's screening",
+# "twelve months from the date of this visit", "three days earlier", "a month ago"); a
+# count "before" something ("due 14 days before travel") is a deadline, not counted
+_RELATIVE_DAY = re.compile(r"(?<![^\W_])(yesterday|tomorrow)(?![^\W_])", re.I)
+_COUNTS = {
+    w: i
+    for i, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve".split()
+    )
+}
+_RELATIVE_SPAN = re.compile(
+    r"(?<![^\W_])(an?|zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve"
+    r"|\d{1,3})[ \t-]+(day|week|fortnight|month|year)s?[ \t]+(later|after|from|earlier|ago)"
+    r"(?![^\W_])",
+    re.I,
+)
+_UNIT_DAYS = {"day": 1, "week": 7, "fortnight": 14}
+
+
+def relative_offsets(text: str) -> list[tuple[int, str]]:
+    """The relative dates ``text`` writes (``_RELATIVE_DAY``, ``_RELATIVE_SPAN``), in text
+    order, as ``(count, unit)`` with ``unit`` one of ``"day"``, ``"month"``, ``"year"`` and
+    the count negative for a date before the anchor ("yesterday": ``(-1, "day")``, "two
+    weeks after": ``(14, "day")``, "twelve months from": ``(12, "month")``). Raises: never.
+    """
+    found = [
+        (m.start(), (-1 if m[1].lower() == "yesterday" else 1, "day"))
+        for m in _RELATIVE_DAY.finditer(text)
+    ]
+    for m in _RELATIVE_SPAN.finditer(text):
+        word, unit, way = m[1].lower(), m[2].lower(), m[3].lower()
+        count = int(word) if word.isdigit() else _COUNTS.get(word, 1)
+        sign = -1 if way in ("earlier", "ago") else 1
+        if unit in _UNIT_DAYS:
+            found.append((m.start(), (sign * count * _UNIT_DAYS[unit], "day")))
+        else:
+            found.append((m.start(), (sign * count, unit)))
+    return [off for _, off in sorted(found)]
+
+
+def shifted(iso: str, offset: tuple[int, str]) -> str | None:
+    """The date ``iso`` (``YYYY-MM-DD``) moved by ``offset`` (``relative_offsets``); a
+    month or year shift keeps the day, clamped to the month's last ("31 January" plus one
+    month: 28 or 29 February). None where ``iso`` is no date. Raises: never.
+    """
+    try:
+        day = _dt.date.fromisoformat(iso)
+    except ValueError:
+        return None
+    count, unit = offset
+    if unit == "day":
+        try:
+            return (day + _dt.timedelta(days=count)).isoformat()
+        except OverflowError:
+            return None
+    months = day.month - 1 + count * (12 if unit == "year" else 1)
+    year, month = day.year + months // 12, months % 12 + 1
+    if not 1 <= year <= 9999:
+        return None
+    last = (_dt.date(year + month // 12, month % 12 + 1, 1) - _dt.timedelta(days=1)).day
+    return _dt.date(year, month, min(day.day, last)).isoformat()
+
+
+def relative_date(root: Any, sub: dict, node: dict, text: str) -> dict[str, str | None]:
+    """The relative-date rule of the package docstring: ``{field: new value}`` for two
+    date fields of one object holding the same date that the text writes once (one date
+    span, ``fsm.dates``, reads as it) and where every date the text writes is held by a
+    date field of the object (else the copy may be the unheld date's, "reduced if paid
+    ... by 17 April 2027"). One of them copied the other: the nullable one
+    where exactly one is nullable, else the later in schema order. With exactly one
+    relative date in the text (``relative_offsets``) that field takes the held date moved
+    by it ("Submitted 02/02/2027 ... When: yesterday": ``incident_date`` 2027-02-01;
+    "Outward 3rd of September 2027 ... coming back one week later": ``return_date``
+    2027-09-10); with none, a nullable copy (the other field not nullable) is null ("Next
+    routine service as per contract": no ``next_visit``). Empty (no change) otherwise: the
+    date written twice or more, two relative dates, a value the schema rejects.
+    """
+    props = sub.get("properties") or {}
+    names = [k for k, p in props.items() if _is_date_field(root, p)]
+    for i, first in enumerate(names):
+        held = node.get(first)
+        if not isinstance(held, str):
+            continue
+        for second in names[i + 1 :]:
+            if node.get(second) != held:
+                continue
+            readings = [dates(text[a:b]) for a, b in date_spans(text)]
+            if sum(held in r for r in readings) != 1:
+                return {}
+            taken = {node.get(k) for k in names}
+            if any(taken.isdisjoint(r) for r in readings):
+                return {}  # a date no field holds: the copy may be that one's
+            nullable = (is_nullable(root, props[first]), is_nullable(root, props[second]))
+            target = first if nullable == (True, False) else second
+            offsets = relative_offsets(text)
+            if len(offsets) == 1:
+                new = shifted(held, offsets[0])
+                ok = new is not None and schema_accepts(root, props[target], new)
+                return {target: new} if ok else {}
+            if not offsets and nullable[0] != nullable[1]:
+                return {target: None}
+            return {}
+    return {}

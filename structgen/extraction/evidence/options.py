@@ -10,9 +10,10 @@ enum options by the options the text mentions un-negated (``enum_items``).
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Any
 
-from structgen.extraction.evidence.text import TextWords, option_stems, stems_match
+from structgen.extraction.evidence.text import _WORD, TextWords, option_stems, stem, stems_match
 
 # words that mention a boolean field whose name's first word is the key: a garage is
 # parking ("a double garage", "no garage")
@@ -74,12 +75,20 @@ def bool_value(doc: TextWords, stems: list[str]) -> bool | None:
 
 
 def enum_value(
-    doc: TextWords, options: list[str], current: Any, denied: bool = False
+    doc: TextWords,
+    options: list[str],
+    current: Any,
+    denied: bool = False,
+    stems: list[str] | None = None,
+    absent: bool = False,
 ) -> tuple[bool, str | None]:
     """The enum rule of the package docstring: ``(decided, value)``; ``(False, None)``
     when it does not decide the field. ``denied``: the field is nullable and the text
     mentions its name only negated ("No dress code"), so with no option affirmed and the
-    model's option unmentioned the value is null.
+    model's option unmentioned the value is null. ``stems``: the field name's stems
+    (``text.name_stems``), for the option-beside-its-name rule (``_beside_name``).
+    ``absent``: the text mentions the field's name only negated ("no cabin"), so with no
+    option affirmed the option that says "none" (``NONE_OPTIONS``) is the value.
     """
     kept = _option_mentions(doc, options)
     if all(_CODE.fullmatch(o) for o in options):
@@ -89,9 +98,59 @@ def enum_value(
     affirmed = [o for o in options if any(not doc.negates(a, b) for a, b in kept[o])]
     if not affirmed and denied and current is not None:
         return True, None
+    if not affirmed and absent:
+        nothing = [o for o in options if o.strip().lower() in NONE_OPTIONS]
+        if len(nothing) == 1 and nothing[0] != current:
+            return True, nothing[0]
+    if len(affirmed) > 1 and stems:
+        beside = [o for o in affirmed if _beside_name(doc, kept[o], stems)]
+        if len(beside) == 1 and not _shares_clause(doc, kept, beside[0], affirmed):
+            affirmed = beside
     if len(affirmed) != 1 or affirmed[0] == current:
         return False, None
     return True, affirmed[0]
+
+
+# words a text writes for a level of a low-medium-high scale (an enum whose options hold
+# ``low`` and ``high``): "normal priority" is ``medium``, "treat this as urgent" ``high``
+SCALE_ALIASES = {
+    "medium": ("normal", "moderate"),
+    "high": ("urgent",),
+}
+
+# the options of an enum that say the thing is absent ("Seating only, no cabin": ``none``)
+NONE_OPTIONS = frozenset({"none", "no"})
+
+# words between an option's mention and its field's name that still make them one phrase
+# ("outside cabin", "Cabin: outside", "an inside twin cabin")
+_GAP_BESIDE = 1
+
+
+def _shares_clause(
+    doc: TextWords, kept: dict[str, list[tuple[int, int]]], option: str, affirmed: list[str]
+) -> bool:
+    """Whether another affirmed option is mentioned in a clause that mentions ``option``
+    ("Low or high priority": the name goes with both).
+    """
+    clauses = {doc.words[a][3] for a, _ in kept[option]}
+    return any(doc.words[a][3] in clauses for o in affirmed if o != option for a, _ in kept[o])
+
+
+def _beside_name(doc: TextWords, found: list[tuple[int, int]], stems: list[str]) -> bool:
+    """Whether an un-negated mention of an option stands beside a word of the field's
+    name: at most ``_GAP_BESIDE`` words before or after it, in its clause ("4-berth
+    outside cabin" for ``cabin``, where "Pets: none travelling" also mentions ``none``).
+    """
+    for a, b in found:
+        if doc.negates(a, b):
+            continue
+        clause = doc.words[a][3]
+        near = [*range(max(0, a - 1 - _GAP_BESIDE), a), *range(b + 1, b + 2 + _GAP_BESIDE)]
+        for j in near:
+            if j < len(doc.words) and doc.words[j][3] == clause:
+                if any(stems_match(doc.words[j][0], s) for s in stems):
+                    return True
+    return False
 
 
 # an ISO 4217-shaped option: three capital letters ("USD", "CAD")
@@ -117,9 +176,10 @@ def _priced(
 
 def _option_mentions(doc: TextWords, options: list[str]) -> dict[str, list[tuple[int, int]]]:
     """Where the text mentions each option: ``{option: [(first word, last word), ...]}``,
-    the option's words (``option_stems``) in order within one clause, or a currency
-    symbol standing for it; a mention inside a longer option's mention does not count
-    ("free" inside "gluten free").
+    the option's words (``option_stems``) in order within one clause, a compound split
+    differently (``_joined_mentions``), a word for a level of a low-high scale
+    (``SCALE_ALIASES``), or a currency symbol standing for it; a mention inside a longer
+    option's mention does not count ("free" inside "gluten free").
     """
     spans: dict[str, list[tuple[int, int]]] = {o: [] for o in options}
     for o in options:
@@ -130,6 +190,14 @@ def _option_mentions(doc: TextWords, options: list[str]) -> dict[str, list[tuple
                 doc.words[k + i][0] == ws[i] for i in range(n)
             ):
                 spans[o].append((k, k + n - 1))
+    for o in options:
+        spans[o].extend(ab for ab in _joined_mentions(doc, o) if ab not in spans[o])
+    words = {w for o in options for w in option_stems(o)}
+    scale = {"low", "high"} <= {o.lower() for o in options}
+    for o in options if scale else ():
+        for alias in SCALE_ALIASES.get(o.lower(), ()):
+            if stem(alias) not in words:  # ("normal" as an option of its own: itself)
+                spans[o].extend((k, k) for k, w in enumerate(doc.words) if w[0] == stem(alias))
     for o, k in _symbol_mentions(doc, options):
         spans[o].append((k, k))
     every = [(a, b) for found in spans.values() for a, b in found]
@@ -137,6 +205,26 @@ def _option_mentions(doc: TextWords, options: list[str]) -> dict[str, list[tuple
         (a, b) for a, b in every if any(x <= a and b <= y and y - x > b - a for x, y in every)
     }
     return {o: [ab for ab in found if ab not in inside] for o, found in spans.items()}
+
+
+def _joined_mentions(doc: TextWords, option: str) -> list[tuple[int, int]]:
+    """Where the text writes an option as one compound split differently: words joined
+    by hyphens whose letters run together are the option's (``TextWords.compounds``:
+    "Call-out" mentions ``callout``, "Wi-Fi" ``wifi``), and one word is an option of two
+    or more words run together ("callout" mentions ``call_out``); compared as stems
+    (``text.stem``) of the letters and digits run together, in text order.
+    """
+    words = [w.lower() for w in _WORD.findall(unicodedata.normalize("NFKC", option))]
+    if not words:
+        return []
+    whole = stem("".join(words))
+    found = [(k, k) for k in doc.by_stem.get(whole, ())] if len(words) > 1 else []
+    found += [
+        (k, end)
+        for k, end, joined in doc.compounds
+        if joined == whole and doc.raw[k : end + 1] != words  # (own words: plain mention)
+    ]
+    return sorted(found)
 
 
 def enum_items(doc: TextWords, items: dict, array: dict, current: Any) -> list[str] | None:

@@ -83,6 +83,10 @@ _COPULAS = frozenset("is are was were be".split())
 JOINED = re.compile(r"[^\W]|[-.@#+&]")  # characters a chunk of the text is made of
 
 
+# words a hyphen joins into one compound ("call-out", "Wi-Fi"): at most this many
+COMPOUND_WORDS = 3
+
+
 GAP_REPEAT = 2  # words between a repeated numeral and the next one ("118 over 76")
 
 
@@ -191,6 +195,33 @@ class TextWords:
             word = unicodedata.normalize("NFKC", m.group()).lower()
             self.words.append((stem(word), m.start(), m.end(), clause))
             self.raw.append(word)
+
+    @functools.cached_property
+    def by_stem(self) -> dict[str, list[int]]:
+        """Each stem's word indices, in text order (computed once per text)."""
+        out: dict[str, list[int]] = {}
+        for k, (w, *_) in enumerate(self.words):
+            out.setdefault(w, []).append(k)
+        return out
+
+    @functools.cached_property
+    def compounds(self) -> list[tuple[int, int, str]]:
+        """``(first word, last word, stem)`` of every run of two to ``COMPOUND_WORDS``
+        words joined by hyphens with no space ("call-out", "Wi-Fi", "e-mail"), the stem
+        (``stem``) of their letters run together, in text order (computed once per text).
+        """
+        out, text, tw = [], self.text, self.words
+        for k in range(len(tw)):
+            end = k
+            while (
+                end - k + 1 < COMPOUND_WORDS
+                and end + 1 < len(tw)
+                and tw[end][2] + 1 == tw[end + 1][1]
+                and text[tw[end][2]] == "-"
+            ):
+                end += 1
+                out.append((k, end, stem("".join(self.raw[k : end + 1]))))
+        return out
 
     def word_at(self, offset: int) -> int:
         """The index of the word holding (or first after) a character offset."""

@@ -122,6 +122,8 @@ def role_name(root: Any, sub: dict, name: str, node: dict, text: str) -> str | N
     if len(words) != 1 or len(words[0]) < 4 or not words[0].isalpha():
         return None
     stems = [stem(words[0])]
+    if stems[0] not in text.lower():
+        return None  # no word of the text can have that stem
     tokens = list(_TEXT_WORD.finditer(text))
     found: set[str] = set()
     for i, w in enumerate(tokens):

@@ -19,6 +19,7 @@ list, sibling cut, honorific): ``names.py``.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -375,8 +376,14 @@ def labelled(props: dict, name: str, text: str) -> str | None:
     Haveforeningen Solsikken (CVR 29417703)" gives "Haveforeningen Solsikken"), or None
     (no such label, or two values). Raises: never.
     """
-    found = {m.group(3) for m in _LABEL.finditer(text) if _labelled_field(props, m) == [name]}
+    found = {label[2] for label in _labels(text) if _labelled_field(props, label) == [name]}
     return next(iter(found)) if len(found) == 1 else None
+
+
+@functools.lru_cache(maxsize=64)  # a pure function of the text, read once per field
+def _labels(text: str) -> tuple[tuple[str, str | None, str], ...]:
+    """The ``(label, gloss, value)`` of every ``_LABEL`` match of ``text``, in order."""
+    return tuple((m.group(1), m.group(2), m.group(3)) for m in _LABEL.finditer(text))
 
 
 def _folded(value: str) -> str:
@@ -392,13 +399,13 @@ def _denial(value: str) -> bool:
     return bool(words.words) and words.is_negation(0) or value.strip().lower() == "n/a"
 
 
-def _labelled_field(props: dict, m: re.Match) -> list[str]:
-    """The fields a ``_LABEL`` match names: those its label names, else, where it names
+def _labelled_field(props: dict, label: tuple[str, str | None, str]) -> list[str]:
+    """The fields a label (``_labels``) names: those its words name, else, where they name
     none, those its bracketed gloss names ("Lejer (tenant)" names ``tenant_name``;
     "Registrar (borrower)" names ``registrar``, not ``borrower``).
     """
-    named = _label_names(props, m.group(1))
-    return named or (_label_names(props, m.group(2)) if m.group(2) else [])
+    named = _label_names(props, label[0])
+    return named or (_label_names(props, label[1]) if label[1] else [])
 
 
 def _label_names(props: dict, label: str) -> list[str]:

@@ -130,3 +130,17 @@ def test_an_identifier_run_on_past_a_comma_is_cut():
     # no digit before the comma: not an identifier's run-on
     out, changed = apply_evidence(schema, text, {"plot_number": "Elm, area", "site": "Elm Row"})
     assert out["plot_number"] == "Elm, area"
+
+
+def test_a_value_inside_its_labelled_name_takes_the_whole_name():
+    schema = _obj(funder=STR, top_scorer=STR)
+    text = (
+        "Grant letter. Funder: The Okonkwo Family Trust. Season notes. Top scorer: Lea Roth "
+        "of the Lakeside Larks with 96 goals."
+    )
+    out, changed = apply_evidence(
+        schema, text, {"funder": "The Okonkwo Family", "top_scorer": "Lea Roth"}
+    )
+    assert out["funder"] == "The Okonkwo Family Trust" and changed == ["funder"]
+    # lowercase words after the name are no part of it: "Lea Roth" stays
+    assert out["top_scorer"] == "Lea Roth"

@@ -144,3 +144,12 @@ def test_a_value_inside_its_labelled_name_takes_the_whole_name():
     assert out["funder"] == "The Okonkwo Family Trust" and changed == ["funder"]
     # lowercase words after the name are no part of it: "Lea Roth" stays
     assert out["top_scorer"] == "Lea Roth"
+
+
+def test_a_title_before_a_labelled_name_is_no_value_of_its_own():
+    schema = _obj(owner_name=STR, dog=STR)
+    text = "Booking #K-12. Owner: Mrs. Ruth Ekberg. Dog: Pepper, a beagle."
+    assert labelled(schema["properties"], "owner_name", text) == "Mrs. Ruth Ekberg"
+    # the model's name without its title stays: a title is no part of the name
+    out, changed = apply_evidence(schema, text, {"owner_name": "Ruth Ekberg", "dog": "Pepper"})
+    assert out["owner_name"] == "Ruth Ekberg" and not changed

@@ -57,14 +57,18 @@ from structgen.extraction.labels import (
 from structgen.extraction.refs import resolve as _resolve
 from structgen.fsm.dates import times
 
+# a title written before a name with its full stop ("Mr. Henrik Lund", "Prof. Dr. ...")
+_TITLE = r"(?:Mr|Mrs|Ms|Mx|Dr|Prof|Mme)"
+_TITLES = frozenset({"mr", "mrs", "ms", "mx", "dr", "prof", "mme", "miss"})
 # "Label: value" between separators (start of text, "|", ";", "·", a line break or a
-# sentence end before; a separator or ", " after); the label may carry a bracketed gloss
+# sentence end before; a separator or ", " after; a title's full stop ends no value: "Owner:
+# Mr. Henrik Lund"); the label may carry a bracketed gloss
 # before its colon ("Lejer (tenant): ..."), and the value a bracketed note after it
 # ("Landlord: Haveforeningen Solsikken (CVR 29417703)"): groups label, gloss, value
 _LABEL = re.compile(
     r"(?:\A|[|;·\n]|[.!?] )[ \t]*([^\W\d_][^\W\d_ ]*(?: [^\W\d_]+){0,2})"
     r"(?:[ \t]*\(([^\W\d_]+(?: [^\W\d_]+){0,2})\))?:[ \t]+"
-    r"([^|;·\n,.:()]*[^\W_](?:\.[^\W_]+)*)(?:[ \t]*\([^()\n]*\))?[ \t]*"
+    rf"((?:{_TITLE}\.[ \t]+)*[^|;·\n,.:()]*[^\W_](?:\.[^\W_]+)*)(?:[ \t]*\([^()\n]*\))?[ \t]*"
     r"(?=\Z|[|;·\n,]|[.!?](?:\s|\Z))"
 )
 # a label's last word that names no field but the thing itself ("Tenant name",
@@ -391,15 +395,16 @@ def _labels(text: str) -> tuple[tuple[str, str | None, str], ...]:
 def _inner_words(part: str, whole: str) -> bool:
     """Whether ``part`` is whole words of ``whole`` that leave some of its words out, each
     of them capitalised ("The Halvorsen" of "The Halvorsen Foundation", "Wiśniewska" of
-    "Aleksandra Wiśniewska"; not "Aisha Bello" of "Aisha Bello of the Harbour Hawks"): a
-    greedy copy that stopped, or started, inside the labelled name.
+    "Aleksandra Wiśniewska"; not "Aisha Bello" of "Aisha Bello of the Harbour Hawks", nor
+    "Henrik Lund" of "Mr. Henrik Lund": a title is no part of the name): a greedy copy
+    that stopped, or started, inside the labelled name.
     """
     written, inner = whole.split(), part.casefold().split()
     words = [w.casefold() for w in written]
     for i in range(len(words) - len(inner) + 1):
         if len(inner) < len(words) and words[i : i + len(inner)] == inner:
             added = written[:i] + written[i + len(inner) :]
-            return all(w[:1].isupper() for w in added)
+            return all(w[:1].isupper() and w.rstrip(".").lower() not in _TITLES for w in added)
     return False
 
 

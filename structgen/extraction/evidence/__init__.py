@@ -241,9 +241,7 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   ``lender``; never for an identifier field: "Student name" is not ``student_id``'s), and
   an ``X_name`` field is named by "X" too (``strings.labelled``). The sibling-cut rule
   leaves such a labelled value whole; a title's full stop ends no labelled value ("Owner:
-  Mr. Henrik Lund"). A value that is whole words of the labelled one, leaving out only
-  capitalised words that are no title, takes it ("Funder: The Halvorsen Foundation" for
-  "The Halvorsen"; not "Top scorer: Aisha Bello of the Harbour Hawks" for "Aisha Bello").
+  Mr. Henrik Lund").
 * **role noun**: a free string field named by one role noun (``photographer``,
   ``registrar``, ``conductor_name``) takes the one name of two or three capitalised words
   the text writes right after that noun in lowercase ("lead photographer Daniel Okafor";

@@ -59,7 +59,6 @@ from structgen.fsm.dates import times
 
 # a title written before a name with its full stop ("Mr. Henrik Lund", "Prof. Dr. ...")
 _TITLE = r"(?:Mr|Mrs|Ms|Mx|Dr|Prof|Mme)"
-_TITLES = frozenset({"mr", "mrs", "ms", "mx", "dr", "prof", "mme", "miss"})
 # "Label: value" between separators (start of text, "|", ";", "·", a line break or a
 # sentence end before; a separator or ", " after; a title's full stop ends no value: "Owner:
 # Mr. Henrik Lund"); the label may carry a bracketed gloss
@@ -353,10 +352,9 @@ def label_value(root: Any, sub: dict, name: str, node: dict, text: str) -> str |
     text writes after the one label naming it ("Title: Data Engineer |" for
     ``job_title``, "Employee: Søren Haugen" for ``employee``), where the model left the
     field null or out, or holds a string that neither holds that value nor lies inside
-    it (a heading, a label or a sibling's value: "LØNNSSLIPP / PAYSLIP"), or is whole
-    words of it that leave out only capitalised words ("The Halvorsen" of "Funder: The
-    Halvorsen Foundation"); else None (no change: where the model's value and the
-    labelled one overlap otherwise, the span-end rules decide its ends).
+    it (a heading, a label or a sibling's value: "LØNNSSLIPP / PAYSLIP"); else None (no
+    change: where the model's value and the labelled one overlap, the span-end rules
+    decide its ends).
     """
     props = sub.get("properties") or {}
     branch = free_string_schema(root, props.get(name))
@@ -368,11 +366,10 @@ def label_value(root: Any, sub: dict, name: str, node: dict, text: str) -> str |
         return None
     if _denial(new) or current is None and new in sibling_strings(root, sub, node, name):
         return None  # (a value the label names for this field alone is its own)
-    if current is not None and _folded(new) in _folded(current):
+    if current is not None and (
+        _folded(new) in _folded(current) or _folded(current) in _folded(new)
+    ):
         return None
-    if current is not None and _folded(current) in _folded(new):
-        if not _inner_words(current, new):
-            return None  # "Data Eng" of "Data Engineer": the span rules' case
     return new if schema_accepts(root, branch, new) else None
 
 
@@ -390,22 +387,6 @@ def labelled(props: dict, name: str, text: str) -> str | None:
 def _labels(text: str) -> tuple[tuple[str, str | None, str], ...]:
     """The ``(label, gloss, value)`` of every ``_LABEL`` match of ``text``, in order."""
     return tuple((m.group(1), m.group(2), m.group(3)) for m in _LABEL.finditer(text))
-
-
-def _inner_words(part: str, whole: str) -> bool:
-    """Whether ``part`` is whole words of ``whole`` that leave some of its words out, each
-    of them capitalised ("The Halvorsen" of "The Halvorsen Foundation", "Wiśniewska" of
-    "Aleksandra Wiśniewska"; not "Aisha Bello" of "Aisha Bello of the Harbour Hawks", nor
-    "Henrik Lund" of "Mr. Henrik Lund": a title is no part of the name): a greedy copy
-    that stopped, or started, inside the labelled name.
-    """
-    written, inner = whole.split(), part.casefold().split()
-    words = [w.casefold() for w in written]
-    for i in range(len(words) - len(inner) + 1):
-        if len(inner) < len(words) and words[i : i + len(inner)] == inner:
-            added = written[:i] + written[i + len(inner) :]
-            return all(w[:1].isupper() and w.rstrip(".").lower() not in _TITLES for w in added)
-    return False
 
 
 def _folded(value: str) -> str:

@@ -168,6 +168,7 @@ def test_the_dev_set_is_valid_and_covers_what_scoring_md_says():
         ("extract_probe7", 12),
         ("extract_probe8", 12),
         ("extract_probe9", 12),
+        ("extract_probe10", 12),
         ("extract_probe11", 12),
         ("extract_probe12", 12),
     ],

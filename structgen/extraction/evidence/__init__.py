@@ -192,7 +192,8 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   heads its sentence (the text's start or a sentence end before it, not a label's ":";
   after the name " - ", the sentence's end, or a comma and one to four words ending it;
   no opener such as "Dear": "Riverside Dental Care - TREATMENT ESTIMATE", "SERVICE
-  RECORD. Autohaus Kessler, Karlsruhe."; not "Tom Berg, 51, a baker"); two names
+  RECORD. Autohaus Kessler, Karlsruhe."; not "Tom Berg, 51, a baker"; the full stop of
+  a title or an initial ends no sentence: "Prof. Dr. Ursula Keller-Brandt"); two names
   joined by `` & `` are one run ("Finch Auctioneers" -> "Harlow & Finch Auctioneers", a
   sentence's first word too).
 * **place list**: a free string field named for a place (a word of its name ``location``,
@@ -253,7 +254,26 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   label writes: "Employee" names ``employee``, not ``employee_id``), and, for a field
   left null, no sibling holds the value; a value that
   starts with a negation or is "n/a" ("Email: none") is no value (the denied string
-  rule reads it).
+  rule reads it). A label may carry a bracketed gloss before its colon, read where the
+  label itself names no field ("Lejer (tenant): Anders Thygesen" for ``tenant_name``;
+  "Registrar (borrower):" stays the registrar's), and a value a bracketed note after it
+  ("Landlord: Haveforeningen Solsikken (CVR 29417703)"); a label's last word ``name``,
+  ``institution`` or ``organisation`` after another is dropped ("Lending institution" for
+  ``lender``; never for an identifier field: "Student name" is not ``student_id``'s), and
+  an ``X_name`` field is named by "X" too (``strings.labelled``). The sibling-cut rule
+  leaves such a labelled value whole; a title's full stop ends no labelled value ("Owner:
+  Mr. Henrik Lund").
+* **role noun**: a free string field named by one role noun (``photographer``,
+  ``registrar``, ``conductor_name``) takes the one name of two or three capitalised words
+  the text writes right after that noun in lowercase ("lead photographer Daniel Okafor";
+  not "(Ana Ruiz)" in brackets, not "Brightwell Pest Solutions") or as its appositive
+  ending a clause ("Dr. Friederike Haas, Registrar)"), where the model left it null or
+  out or holds an unrelated string (``roles.role_name``).
+* **address town**: a free string field named for a town (``city``, ``town``) whose value
+  the text writes as an address's street (a house number beside it) or postcode takes the
+  town that address writes with a postcode ("9 Birchcliffe Terrace, Halifax HX7 8DB":
+  "Halifax"; "84000 Avignon"), when every occurrence gives the same
+  (``contacts.address_town``).
 * **appositive**: a free string field named for a person's role (the last word of its
   name ``title``, ``role``, ``position``, ``occupation`` or ``designation``) that the
   model left null or out takes the phrase the text writes right after a sibling name
@@ -279,7 +299,9 @@ word reduced to a stem; generic words such as ``has``, ``is``, ``allowed``,
   text writes right after the field's label (``labels.identifier_candidates``: "invoice
   BL-778", "booking code LM55RT") when the model's value differs and the field's schema
   accepts it; with none or two different ones, a value ending in ``.`` loses it (no
-  identifier ends with a full stop: "RR 482 913 057 PL."), else the model's value stays.
+  identifier ends with a full stop: "RR 482 913 057 PL."), and one holding a digit that
+  runs on past ", " into lowercase words is cut there ("H-42, areal"), else the model's
+  value stays.
 * **identifier shape**: a free string field named for an identifier whose value holds
   no digit (a name, a heading: "Folktandvården Plus" for ``patient_id``; two characters
   at least, never written inside a longer chunk: a fragment's ends are the span rules')
@@ -491,13 +513,13 @@ denied-number, denied-count and foreign numeral rules, ``strings.py`` the span-s
 span-end, spaced identifier, label, string repeat, identifier, identifier shape, host
 name, phone, phone fragment,
 e-mail shape, invented e-mail, URI shape, pattern shape, label list and time order rules,
-``roles.py`` the role rule, ``names.py`` the name-run, place-list, sibling-cut,
+``roles.py`` the role and role-noun rules, ``names.py`` the name-run, place-list, sibling-cut,
 sentence-cut, date-tail, dangling-end, label-word, possessive, honorific and appositive
 rules (where a copied name starts and ends), ``records.py`` the weekly-session,
 identified-record, travel-leg, day-number and unit-number rules, ``rows.py`` the table-row,
 labelled-amount and cell-row rules, ``dates.py`` the date order, date
 null, named date (and its renamed-date twin) and stated-order rules, ``contacts.py`` the
-contact rule, ``nulls.py`` the null, identifier null, placeholder and denied-array
+contact and address-town rules, ``nulls.py`` the null, identifier null, placeholder and denied-array
 rules, ``counted.py`` the arrays of counted goods, measurements, keyed values, quoted
 titles and measured goods, and ``apply.py`` the driver, ``apply_evidence``, which this
 package re-exports.

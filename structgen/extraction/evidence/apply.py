@@ -19,7 +19,7 @@ from typing import Any
 
 import jsonschema
 
-from structgen.extraction.evidence.contacts import contact_object
+from structgen.extraction.evidence.contacts import address_town, contact_object
 from structgen.extraction.evidence.counted import (
     counted_items,
     dosed_items,
@@ -91,7 +91,7 @@ from structgen.extraction.evidence.records import (
     unit_numbers,
     weekly_items,
 )
-from structgen.extraction.evidence.roles import swapped_roles
+from structgen.extraction.evidence.roles import role_name, swapped_roles
 from structgen.extraction.evidence.rows import amount_fields, amount_items, cell_items, row_items
 from structgen.extraction.evidence.strings import (
     email_shape,
@@ -308,6 +308,8 @@ def apply_evidence(schema: Any, text: str, value: Any) -> tuple[Any, list[str]]:
             run = (
                 capital_run(schema, sub, name, node, text)
                 or label_value(schema, sub, name, node, text)
+                or role_name(schema, sub, name, node, text)
+                or address_town(schema, sub, name, node, text)
                 or named_date(schema, sub, name, node, doc)
                 or renamed_date(schema, sub, name, node, doc)
                 or appositive_role(schema, sub, name, node, text)

@@ -1,10 +1,12 @@
-"""The contact rule of ``structgen.extraction.evidence``: a contact object the model left
-null takes the one phone number the text writes and the name written right before it.
+"""The contact and address-town rules of ``structgen.extraction.evidence``.
 
-A listing's ``agent`` (``{"name", "phone"}``) is a person the text names next to a phone
-number ("Call Hannah Wright, 0113 496 0000, to arrange a viewing"; "Agent: Lukas Frei,
-061 555 12 34"); a 135M model often writes ``null`` for the whole object although both
-values are there. ``contact_object`` reads them from the text.
+A contact object the model left null takes the one phone number the text writes and the
+name written right before it. A listing's ``agent`` (``{"name", "phone"}``) is a person
+the text names next to a phone number ("Call Hannah Wright, 0113 496 0000, to arrange a
+viewing"; "Agent: Lukas Frei, 061 555 12 34"); a 135M model often writes ``null`` for the
+whole object although both values are there. ``contact_object`` reads them from the text.
+A town field holding an address's street or postcode takes that address's town
+(``address_town``).
 """
 
 from __future__ import annotations
@@ -88,3 +90,59 @@ def contact_object(root: Any, sub: dict, name: str, node: dict, doc: TextWords) 
     new = {name_keys[0]: person, phone_keys[0]: phone}
     new = {k: new[k] for k in props}  # the schema's order
     return new if schema_accepts(root, prop, new) else None
+
+
+# an address as a text writes it: a street with its house number ("9 Birchcliffe Terrace",
+# "Stadthausstrasse 4a"), then ", ", the town (one to three capitalised words) and a
+# postcode before or after it ("Halifax HX7 8DB", "34119 Kassel", "Sarasota, FL 34231")
+_POSTCODE = r"[A-Z0-9]*[0-9][A-Z0-9-]*(?: [A-Z0-9]*[0-9][A-Z0-9]*)?"
+_TOWN = r"[^\W\d_](?:[^\W\d_]|['’-])*(?: [^\W\d_](?:[^\W\d_]|['’-])*){0,2}"
+_END = r"(?=[ \t]*(?:[,.;)|\n]|\Z))"
+_HOUSE_AFTER = re.compile(r"[ \t]+[0-9]+[a-zA-Z]?(?![\w-])")  # "Stadthausstrasse 4a"
+_HOUSE_BEFORE = re.compile(r"(?<![\w-])[0-9]+[a-zA-Z]?,?[ \t]+\Z")  # "9 Birchcliffe Terrace"
+_TOWN_AFTER_STREET = re.compile(
+    rf",[ \t]+(?:(?P<pc1>{_POSTCODE})[ \t]+(?P<t1>{_TOWN}){_END}"
+    rf"|(?P<t2>{_TOWN})(?:,?[ \t]+[A-Z]{{2}})?[ \t]+(?P<pc2>{_POSTCODE}){_END})"
+)
+_TOWN_AFTER_POSTCODE = re.compile(rf"[ \t]+(?P<t>{_TOWN}){_END}")
+_WHOLE_POSTCODE = re.compile(rf"{_POSTCODE}\Z")
+
+
+def address_town(root: Any, sub: dict, name: str, node: dict, text: str) -> str | None:
+    """The address-town rule of the package docstring: for a free string field named for
+    a town (a word of its name ``city`` or ``town``) whose value the text writes as an
+    address's street (a house number right before or after it: "9 Birchcliffe Terrace",
+    "Stadthausstrasse 4a") or postcode ("84000"), the town that address writes: after the
+    street, ", ", the town with a postcode before or after it ("9 Birchcliffe Terrace,
+    Halifax HX7 8DB": "Halifax"; "Wilhelmshöher Allee 190, 34119 Kassel": "Kassel"); after
+    the postcode, its town ("84000 Avignon"). Returns the town when every occurrence of
+    the value gives the same one and the schema accepts it; else None (no change).
+    """
+    props = sub.get("properties") or {}
+    branch = free_string_schema(root, props.get(name))
+    value = node.get(name)
+    if branch is None or not isinstance(value, str) or not value.strip():
+        return None
+    if not {"cit", "town"}.intersection(name_stems(name)):
+        return None
+    value = value.strip()
+    is_postcode = _WHOLE_POSTCODE.match(value) is not None
+    found: set[str] = set()
+    for m in re.finditer(rf"(?<![\w-]){re.escape(value)}(?![\w-])", text):
+        end = m.end()
+        if is_postcode:
+            town = _TOWN_AFTER_POSTCODE.match(text, end)
+            found.add(town.group("t") if town else "")
+            continue
+        house = _HOUSE_AFTER.match(text, end)
+        if house is None and _HOUSE_BEFORE.search(text, 0, m.start()) is None:
+            found.add("")  # written as no street here
+            continue
+        town = _TOWN_AFTER_STREET.match(text, house.end() if house else end)
+        found.add((town.group("t1") or town.group("t2")) if town else "")
+    if len(found) != 1 or "" in found:
+        return None
+    (new,) = found
+    if not all(is_name_word(w) for w in new.split(" ")) or new == value:
+        return None
+    return new if schema_accepts(root, branch, new) else None

@@ -15,7 +15,7 @@ import re
 from typing import Any
 
 from structgen.extraction.evidence.fields import free_string_schema, node_numbers, schema_accepts
-from structgen.extraction.evidence.strings import sibling_strings
+from structgen.extraction.evidence.strings import labelled, sibling_strings
 from structgen.extraction.evidence.text import name_stems, stem, stems_match
 from structgen.extraction.labels import iban_field, iban_runs
 from structgen.extraction.refs import resolve as _resolve
@@ -49,8 +49,12 @@ _AMP_BEFORE = re.compile(r"([^\W\d_][\w'’-]*) & $")
 _AMP_AFTER = re.compile(r" & ([^\W\d_][\w'’-]*[^\W_])(?![\w'’&-])")
 
 # a sentence starts at the given offset: the text's start, or after ". ", "! ", "? ", ": "
-# or a line break
-_SENTENCE_START = re.compile(r"(?:\A|[.!?:\n]\s*|\n)\s*\Z")
+# or a line break; the full stop of a title or an initial before a name ends no sentence
+# ("Prof. Dr. Ursula Keller-Brandt", "Mr. Dmitri Volkov", "J. Smith")
+_SENTENCE_START = re.compile(
+    r"(?:\A|(?<!\bDr)(?<!\bProf)(?<!\bMrs)(?<!\bMr)(?<!\bMs)(?<!\bMx)(?<!\bMme)(?<!\b[A-Z])\.\s*"
+    r"|[!?:\n]\s*|\n)\s*\Z"
+)
 
 # a courtesy title before a name that ends the value ("E-ticket for Mr. Dmitri Volkov");
 # "Dr." stays: a provider is "Dr. Sato"
@@ -321,7 +325,8 @@ def sibling_cut(root: Any, sub: dict, node: dict, text: str) -> dict[str, str]:
     string fields of one object whose value runs on into a sibling's value, cut before
     it (trailing punctuation, currency signs and function words dropped: "ElektroMarkt
     Graz for € 349,90" with a ``price`` of 349.9 is "ElektroMarkt Graz"). An IBAN the
-    text writes (``labels.iban_runs``) is one value: its digit groups are no sibling's.
+    text writes (``labels.iban_runs``) is one value: its digit groups are no sibling's;
+    so is the value the text writes after the field's own label (``strings.labelled``).
     """
     found: dict[str, str] = {}
     ibans: list[str] | None = None
@@ -334,6 +339,8 @@ def sibling_cut(root: Any, sub: dict, node: dict, text: str) -> dict[str, str]:
             ibans = iban_runs(text) if ibans is None else ibans
             if value in ibans:
                 continue
+        if value == labelled(sub.get("properties") or {}, name, text):
+            continue  # the text's own value after the field's label ends where it ends
         cuts = [
             start
             for s in sibling_strings(root, sub, node, name)

@@ -2,6 +2,8 @@
 names differ by a role word (``home_team`` / ``away_team``, ``sender_name`` /
 ``recipient_name``) and whose values the model swapped, by the role words the text writes
 next to the values ("Home: Tampere Lynx", "Cardiff Wildcats (home)").
+A field named by one role noun takes the name the text writes beside that noun
+("lead photographer Daniel Okafor": ``role_name``).
 """
 
 from __future__ import annotations
@@ -9,8 +11,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from structgen.extraction.evidence.fields import free_string_schema
-from structgen.extraction.evidence.text import TextWords, name_stems, stems_match
+from structgen.extraction.evidence.fields import free_string_schema, schema_accepts
+from structgen.extraction.evidence.names import is_name_word
+from structgen.extraction.evidence.text import TextWords, name_stems, stem, stems_match
 
 # a role word as a label before a value ("Home: ") and in brackets after it (" (home)")
 _LABEL_GAP = re.compile(r"[ \t]*:[ \t]*")
@@ -90,3 +93,74 @@ def _marked(doc: TextWords, value: str, roles: list[str]) -> bool:
             return True  # "discharging at Antwerp"; the stem itself, not "membership at"
         start = text.find(value, start + 1)
     return False
+
+
+# a text word, as the role-noun rule reads names and role nouns
+_TEXT_WORD = re.compile(r"[^\W\d_][\w'’-]*")
+_APPOSITIVE_END = re.compile(r"[ \t]*(?:[),.;\n]|\Z)")  # "Haas, Registrar)" / ", Registrar."
+
+
+def role_name(root: Any, sub: dict, name: str, node: dict, text: str) -> str | None:
+    """The role-noun rule of the package docstring: for a free string field named by one
+    role noun of four letters or more and nothing else (``photographer``, ``registrar``,
+    ``conductor_name``: the word ``name`` does not count; not ``student_id``), the one
+    name the text writes right after that noun written in lowercase ("lead photographer
+    Daniel Okafor"; "Brightwell Pest Solutions" is a name, not ``pest``'s) or as
+    the name's appositive, the noun ending its clause ("Dr. Friederike Haas, Registrar)"):
+    two or three capitalised name words (``names.is_name_word``) with one space between;
+    where the model left the field null or out, or holds a string that neither holds that
+    name nor lies inside it. Returns the name, or None (no change: none or two names, a
+    schema that refuses it; a name in brackets after the noun, "a second photographer (Ana
+    Ruiz)", is none).
+    """
+    props = sub.get("properties") or {}
+    branch = free_string_schema(root, props.get(name))
+    current = node.get(name)
+    words = [w for w in re.split(r"[\W_]+", name.lower()) if w and w != "name"]
+    if branch is None or current is not None and not isinstance(current, str):
+        return None
+    if len(words) != 1 or len(words[0]) < 4 or not words[0].isalpha():
+        return None
+    stems = [stem(words[0])]
+    if stems[0] not in text.lower():
+        return None  # no word of the text can have that stem
+    tokens = list(_TEXT_WORD.finditer(text))
+    found: set[str] = set()
+    for i, w in enumerate(tokens):
+        if stem(w.group()) != stems[0]:
+            continue
+        after = _joined_run(text, tokens[i + 1 : i + 4], w.end())
+        if len(after) >= 2 and w.group().islower():  # "photographer Daniel Okafor"
+            found.add(" ".join(after))
+        if i >= 2 and text[tokens[i - 1].end() : w.start()] == ", ":
+            if _APPOSITIVE_END.match(text, w.end()):
+                before = _joined_run(text, tokens[max(0, i - 3) : i][::-1], None)
+                if len(before) >= 2:  # "Friederike Haas, Registrar)"
+                    found.add(" ".join(before[::-1]))
+    if len(found) != 1:
+        return None
+    (new,) = found
+    if isinstance(current, str):
+        folded, new_folded = " ".join(current.casefold().split()), new.casefold()
+        if new_folded in folded or folded and folded in new_folded:
+            return None
+    return new if schema_accepts(root, branch, new) else None
+
+
+def _joined_run(text: str, words: list[re.Match], start: int | None) -> list[str]:
+    """The name words (``names.is_name_word``) of ``words`` in order, each one space from
+    the last (``start``: where the first must follow after one space; None: ``words`` run
+    backwards from a name's last word), up to the first that is no name word.
+    """
+    run: list[str] = []
+    edge = start
+    for w in words:
+        if not is_name_word(w.group()):
+            break
+        if edge is not None and (
+            text[edge : w.start()] != " " if start is not None else text[w.end() : edge] != " "
+        ):
+            break
+        run.append(w.group())
+        edge = w.end() if start is not None else w.start()
+    return run

@@ -19,6 +19,7 @@ list, sibling cut, honorific): ``names.py``.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -56,14 +57,26 @@ from structgen.extraction.labels import (
 from structgen.extraction.refs import resolve as _resolve
 from structgen.fsm.dates import times
 
+# a title written before a name with its full stop ("Mr. Henrik Lund", "Prof. Dr. ...")
+_TITLE = r"(?:Mr|Mrs|Ms|Mx|Dr|Prof|Mme)"
 # "Label: value" between separators (start of text, "|", ";", "·", a line break or a
-# sentence end before; a separator or ", " after)
+# sentence end before; a separator or ", " after; a title's full stop ends no value: "Owner:
+# Mr. Henrik Lund"); the label may carry a bracketed gloss
+# before its colon ("Lejer (tenant): ..."), and the value a bracketed note after it
+# ("Landlord: Haveforeningen Solsikken (CVR 29417703)"): groups label, gloss, value
 _LABEL = re.compile(
-    r"(?:\A|[|;·\n]|[.!?] )[ \t]*([^\W\d_][^\W\d_ ]*(?: [^\W\d_]+){0,2}):[ \t]+"
-    r"([^|;·\n,.:]*[^\W_](?:\.[^\W_]+)*)[ \t]*(?=\Z|[|;·\n,]|[.!?](?:\s|\Z))"
+    r"(?:\A|[|;·\n]|[.!?] )[ \t]*([^\W\d_][^\W\d_ ]*(?: [^\W\d_]+){0,2})"
+    r"(?:[ \t]*\(([^\W\d_]+(?: [^\W\d_]+){0,2})\))?:[ \t]+"
+    rf"((?:{_TITLE}\.[ \t]+)*[^|;·\n,.:()]*[^\W_](?:\.[^\W_]+)*)(?:[ \t]*\([^()\n]*\))?[ \t]*"
+    r"(?=\Z|[|;·\n,]|[.!?](?:\s|\Z))"
 )
+# a label's last word that names no field but the thing itself ("Tenant name",
+# "Lending institution"): dropped before the label's words are matched to a field's
+_LABEL_HEADS = frozenset({"name", "institution", "organisation", "organization"})
 
 _WORD_CHAR_RUN = re.compile(r"[^\W_]+")
+# an identifier's run past a comma into the next phrase's lowercase words ("H-42, areal")
+_CLAUSE_AFTER_ID = re.compile(r",[ \t]+[a-z][^,]*\Z")
 
 # a URL as a text writes it: a scheme, "://", then no space or quote (trailing sentence
 # punctuation is not part of it: ``urls``)
@@ -210,7 +223,8 @@ def identifier_value(root: Any, prop: Any, name: str, value: Any, text: str) -> 
     """The identifier rule of the package docstring: the one identifier the text writes
     after the field's label, when the model's value differs; else, for a value ending in
     ``.`` (a sentence's full stop: no identifier ends with one, "RR 482 913 057 PL."),
-    the value without it; else None (no change).
+    the value without it, and for an identifier holding a digit that runs on past ", "
+    into lowercase words ("H-42, areal"), the identifier; else None (no change).
     """
     sub = _resolve(root, prop)
     if not isinstance(value, str) or not isinstance(sub, dict) or not identifier_field(name):
@@ -219,7 +233,13 @@ def identifier_value(root: Any, prop: Any, name: str, value: Any, text: str) -> 
         return None
     found = identifier_candidates(text, name, stem)
     if len(found) != 1:
-        found = [value.rstrip(".")] if value.rstrip(".") else []
+        run_on = _CLAUSE_AFTER_ID.search(value)
+        if run_on and any(c.isdigit() for c in value[: run_on.start()]):
+            value_head = value[: run_on.start()]  # "H-42, areal"
+        else:
+            value_head = value
+        head = value_head.rstrip(".")
+        found = [head] if head else []
     if len(found) != 1 or found[0] == value:
         return None
     return found[0] if schema_accepts(root, sub, found[0]) else None
@@ -341,10 +361,9 @@ def label_value(root: Any, sub: dict, name: str, node: dict, text: str) -> str |
     current = node.get(name)
     if branch is None or current is not None and not isinstance(current, str):
         return None
-    found = {m.group(2) for m in _LABEL.finditer(text) if _label_names(props, m.group(1)) == [name]}
-    if len(found) != 1:
+    new = labelled(props, name, text)
+    if new is None:
         return None
-    (new,) = found
     if _denial(new) or current is None and new in sibling_strings(root, sub, node, name):
         return None  # (a value the label names for this field alone is its own)
     if current is not None and (
@@ -352,6 +371,22 @@ def label_value(root: Any, sub: dict, name: str, node: dict, text: str) -> str |
     ):
         return None
     return new if schema_accepts(root, branch, new) else None
+
+
+def labelled(props: dict, name: str, text: str) -> str | None:
+    """The one value the text writes after a label naming field ``name`` of an object
+    with properties ``props`` and no other of its fields (``_LABEL``: "Landlord:
+    Haveforeningen Solsikken (CVR 29417703)" gives "Haveforeningen Solsikken"), or None
+    (no such label, or two values). Raises: never.
+    """
+    found = {label[2] for label in _labels(text) if _labelled_field(props, label) == [name]}
+    return next(iter(found)) if len(found) == 1 else None
+
+
+@functools.lru_cache(maxsize=64)  # a pure function of the text, read once per field
+def _labels(text: str) -> tuple[tuple[str, str | None, str], ...]:
+    """The ``(label, gloss, value)`` of every ``_LABEL`` match of ``text``, in order."""
+    return tuple((m.group(1), m.group(2), m.group(3)) for m in _LABEL.finditer(text))
 
 
 def _folded(value: str) -> str:
@@ -365,6 +400,15 @@ def _denial(value: str) -> bool:
     """
     words = TextWords(value)
     return bool(words.words) and words.is_negation(0) or value.strip().lower() == "n/a"
+
+
+def _labelled_field(props: dict, label: tuple[str, str | None, str]) -> list[str]:
+    """The fields a label (``_labels``) names: those its words name, else, where they name
+    none, those its bracketed gloss names ("Lejer (tenant)" names ``tenant_name``;
+    "Registrar (borrower)" names ``registrar``, not ``borrower``).
+    """
+    named = _label_names(props, label[0])
+    return named or (_label_names(props, label[1]) if label[1] else [])
 
 
 def _label_names(props: dict, label: str) -> list[str]:
@@ -384,9 +428,20 @@ def _label_names(props: dict, label: str) -> list[str]:
 
 def _names_label(name: str, label: str) -> bool:
     """Whether a label's words name the field: each matches a word of the name (as
-    stems), the last the name's last ("Title" for ``job_title``, not for ``title_case``).
+    stems), the last the name's last ("Title" for ``job_title``, not for ``title_case``);
+    a last word of ``_LABEL_HEADS`` after another is dropped first ("Lending institution"
+    for ``lender``: both stems ``lend``; a name ending in the word ``name`` is named
+    without it too: "Tenant" for ``tenant_name``), and such a label names no identifier field
+    (``labels.identifier_field``: "Student name" is not ``student_id``'s).
     """
-    words, label_words = name_stems(name), [stem(w) for w in _WORD_CHAR_RUN.findall(label)]
+    label_words = _WORD_CHAR_RUN.findall(label)
+    if len(label_words) > 1 and label_words[-1].lower() in _LABEL_HEADS:
+        if identifier_field(name):
+            return False  # "Student name" names no ``student_id``
+        label_words.pop()  # "Tenant name", "Lending institution"
+    words, label_words = name_stems(name), [stem(w) for w in label_words]
+    if len(words) > 1 and name.lower().endswith("name") and words[-1] == stem("name"):
+        words = words[:-1]  # "Tenant:" for ``tenant_name`` (as "Tenant name:" is)
     return (
         bool(words and label_words)
         and label_words[-1] == words[-1]

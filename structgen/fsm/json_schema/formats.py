@@ -177,20 +177,32 @@ FORMATS = {
     "idn-hostname": _IDN_HOSTNAME,
 }
 
-DRAFT_FORMATS = frozenset(
+_DRAFT3_FORMATS = frozenset(
     {
-        # draft 3
         "date-time", "date", "time", "utc-millisec", "regex", "color", "style", "phone",
         "uri", "email", "ip-address", "ipv6", "host-name",
-        # draft 4 .. 7
-        "hostname", "ipv4", "uri-reference", "uri-template", "json-pointer", "iri",
-        "iri-reference", "idn-email", "idn-hostname", "relative-json-pointer",
-        # 2019-09 / 2020-12
-        "duration", "uuid",
     }
 )  # fmt: skip
-"""The ``format`` values some JSON Schema draft defines (drafts 3 to 2020-12). Any other
-value (``url``, ``datetime``, OpenAPI's ``byte``, ``""``) is defined nowhere: the drafts
-leave an unknown format unchecked (2019-09 section 7.2.3; ``jsonschema``'s
-``FormatChecker`` accepts every string for it), so the converter ignores it with a warning.
+_DRAFT4_FORMATS = frozenset({"date-time", "email", "hostname", "ipv4", "ipv6", "uri"})
+_DRAFT6_FORMATS = _DRAFT4_FORMATS | {"uri-reference", "uri-template", "json-pointer"}
+_DRAFT7_FORMATS = _DRAFT6_FORMATS | {
+    "date", "time", "iri", "iri-reference", "idn-email", "idn-hostname",
+    "relative-json-pointer", "regex",
+}  # fmt: skip
+_DRAFT2019_FORMATS = _DRAFT7_FORMATS | {"duration", "uuid"}
+
+DRAFT_FORMATS = {
+    "Draft3Validator": _DRAFT3_FORMATS,
+    "Draft4Validator": _DRAFT4_FORMATS,
+    "Draft6Validator": _DRAFT6_FORMATS,
+    "Draft7Validator": _DRAFT7_FORMATS,
+    "Draft201909Validator": _DRAFT2019_FORMATS,
+    "Draft202012Validator": _DRAFT2019_FORMATS,
+}
+"""The ``format`` values each draft defines, by the name of ``jsonschema``'s validator class
+for the draft (draft 3 section 5.23, draft 4 section 7.3, draft 6 and 7 section 8.3,
+2019-09 and 2020-12 section 7.3). A value the document's draft does not define (draft 3's
+``phone`` in a 2020-12 schema, ``url``, OpenAPI's ``byte``, ``""``) is left unchecked by the
+drafts (2020-12 section 7.2.3; ``jsonschema``'s ``FormatChecker`` accepts every string for
+it), so the converter ignores it with a warning; a draft of no entry here uses 2020-12's.
 """

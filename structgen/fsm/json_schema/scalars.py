@@ -49,6 +49,8 @@ from .string_length import Unrepresentable, bounded_string_body
 
 __all__ = ["string_regex", "integer_regex", "number_regex", "INTEGER", "NUMBER", "BOUNDS"]
 
+_LATEST_FORMATS = DRAFT_FORMATS["Draft202012Validator"]
+
 INTEGER = r"-?(?:0|[1-9][0-9]*)"
 NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
 BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
@@ -73,10 +75,10 @@ def string_regex(conv: ConvertContext, schema: dict, pointer: str) -> str | None
             body = _bounded(conv, "format", FORMATS[fmt], True, lo, hi, pointer)
             if body is not _LENGTH_ONLY:
                 return None if body is None else '"' + body + '"'
-        elif fmt not in DRAFT_FORMATS:  # defined in no draft: an annotation
-            note = (
-                f"ignored format {fmt!r} at {pointer or '#'} (defined in no JSON Schema "
-                "draft: an annotation, any string)"
+        elif fmt not in DRAFT_FORMATS.get(getattr(conv, "_draft", ""), _LATEST_FORMATS):
+            note = (  # not defined by the document's draft: an annotation
+                f"ignored format {fmt!r} at {pointer or '#'} (not a format of the "
+                "schema's JSON Schema draft: an annotation, any string)"
             )
             if note not in conv.warnings:
                 conv.warnings.append(note)

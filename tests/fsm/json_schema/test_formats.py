@@ -197,12 +197,41 @@ def test_regex_format_is_refused_under_strict() -> None:
     assert any("'regex'" in w and "/properties/re" in w for w in grammar.warnings)
 
 
-def test_unknown_format_is_an_assertion() -> None:
-    schema = {"type": "string", "format": "color"}
+DRAFT3 = "http://json-schema.org/draft-03/schema#"
+
+
+def test_a_format_of_the_documents_draft_that_is_not_enforced_is_refused() -> None:
+    schema = {"$schema": DRAFT3, "type": "string", "format": "color"}
     with pytest.raises(UnsupportedSchemaError) as info:
         compile_json_schema(schema)
     assert info.value.keyword == "format" and "'color'" in str(info.value)
     assert compile_json_schema(schema, strict=False).warnings
+    idn = {"$schema": "http://json-schema.org/draft-07/schema#", "format": "idn-email"}
+    with pytest.raises(UnsupportedSchemaError):
+        compile_json_schema({**idn, "type": "string"})
+
+
+@pytest.mark.parametrize(
+    ("draft", "fmt"),
+    [
+        (None, "phone"),  # draft 3's formats are defined by no later draft
+        (None, "color"),
+        ("https://json-schema.org/draft/2020-12/schema", "utc-millisec"),
+        ("http://json-schema.org/draft-04/schema#", "idn-email"),  # defined from draft 7
+        ("http://json-schema.org/draft-06/schema#", "duration"),  # from 2019-09: enforced
+    ],
+)
+def test_a_format_of_another_draft_is_an_annotation(draft, fmt) -> None:
+    # a format the document's draft does not define is unchecked (jsonschema's checker for
+    # that draft accepts any string for it): any string, under strict too, with a warning,
+    # unless structgen enforces the format anyway (duration)
+    schema = {"type": "string", "format": fmt} | ({"$schema": draft} if draft else {})
+    grammar = compile_json_schema(schema)
+    if fmt == "duration":
+        assert grammar.matches('"P1D"') and not grammar.matches('"x y"')
+        return
+    assert any(repr(fmt) in w for w in grammar.warnings)
+    assert_agrees_with_jsonschema(grammar, schema, ['"x y"', '""', '"#zz"'], ["1"])
 
 
 @pytest.mark.parametrize("fmt", ["url", "datetime", "partial-date", "byte", ""])

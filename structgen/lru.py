@@ -7,6 +7,10 @@ cache's own lock unless the cache is made with ``lock=False`` for an owner that 
 serialises every access (its own lock, or one thread only); there is no lock around a
 caller's build of a missing value (two threads missing the same key both build it, the
 second ``put`` replaces the first).
+
+A cache holds no reference to itself (the unlocked form is a subclass, not bound methods
+stored on the instance): a dropped cache and its values are freed by reference counting,
+without waiting for the cyclic garbage collector.
 """
 
 from __future__ import annotations
@@ -45,13 +49,20 @@ class LRUCache(Generic[K, V]):
             ``pop`` or ``clear``), inside the cache's lock: it (and ``spare``) must not call
             the cache.
         lock: True: every method holds the cache's own lock. False: no lock (the owner
-            serialises every access).
+            serialises every access); the instance is then of a private subclass (still an
+            ``LRUCache``) whose ``get``/``put`` are the lock-free bodies.
 
     Iteration yields the keys from least to most recently used (a snapshot when locked).
 
     Raises:
         ConfigError: a bound that is not None or an int >= 0.
     """
+
+    def __new__(cls, *args: Any, lock: bool = True, **kwargs: Any) -> LRUCache[K, V]:
+        """An ``LRUCache``; with ``lock=False``, of its unlocked subclass. Raises: never."""
+        if not lock and cls is LRUCache:
+            cls = _UnlockedLRUCache
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -72,10 +83,8 @@ class LRUCache(Generic[K, V]):
         self._on_evict = on_evict
         self._bytes = 0
         self._lock = threading.Lock() if lock else None
-        if not lock:  # the unlocked forms, bound once: no per-call check
-            self.get = self._get
-            self.put = self._put
-            # C calls (the dict is never replaced): a hot caller's get is peek then touch
+        if not lock:  # C calls (the dict is never replaced): a hot caller's get is peek
+            # then touch. Bound to the dict, not to the cache: no reference cycle
             self.peek = self._data.get
             self.touch = self._data.move_to_end
 
@@ -234,6 +243,15 @@ class LRUCache(Generic[K, V]):
             self._bytes -= self._sizes.pop(key, 0)
             if on_evict is not None:
                 on_evict(key, value)
+
+
+class _UnlockedLRUCache(LRUCache[K, V]):
+    """``LRUCache(..., lock=False)``: ``get`` and ``put`` without the lock (class attributes,
+    so the instance holds no bound method of itself).
+    """
+
+    get = LRUCache._get
+    put = LRUCache._put
 
 
 class _NoLock:

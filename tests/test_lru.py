@@ -189,3 +189,24 @@ def _hammer(cache: LRUCache) -> None:
             done.result()  # a worker's exception is raised here
     assert len(cache) <= 64
     assert cache.num_bytes == sum(len(cache.peek(k)) for k in cache) <= 64 * 40
+
+
+@pytest.mark.parametrize("lock", [True, False])
+def test_a_dropped_cache_frees_its_values_without_the_collector(lock) -> None:
+    """No reference cycle through the cache: its values die with its last reference."""
+    import gc
+    import weakref
+
+    cache = LRUCache(4, lock=lock, spare=lambda k, v: False, on_evict=lambda k, v: None)
+    value = np.zeros(8)
+    cache.put("a", value)
+    assert cache.get("a") is value and isinstance(cache, LRUCache)
+    dead = weakref.ref(value)
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        del cache, value
+        assert dead() is None
+    finally:
+        if was:
+            gc.enable()

@@ -372,7 +372,10 @@ def fresh_stack(fn: Callable[..., _T], *args: Any) -> _T:
     thread.start()
     thread.join()
     credit(spent[0])
-    ok, value = box[0]
+    ok, value = box.pop()
     if not ok:
-        raise value
+        try:
+            raise value
+        finally:  # the traceback holds this frame: no cycle through its local
+            del value
     return value

@@ -25,6 +25,7 @@ edge only the allowable tokens among those ids take.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable
 
 import numpy as np
@@ -364,7 +365,7 @@ class TokenIndex:
             self._rows,
             self.steps,
             MAX_STEP_MEMO,
-            self._walk_split if self._lexical is not None else None,
+            _weak_split(self) if self._lexical is not None else None,
         )
 
     def _make_grammar_plan(self) -> tuple | None:
@@ -403,7 +404,7 @@ class TokenIndex:
             self.vocab.token_ends if self._node_free_key is not None else None,
             self._node_free,
             MAX_NODE_FREE,
-            self._walk_split if self._lexical is not None else None,
+            _weak_split(self) if self._lexical is not None else None,
             self._unsplit,
             self._never,
             self._rows,
@@ -810,6 +811,21 @@ def _walk_core(data: bytes, state: int, walk, walk_bytes, tables) -> int:
     """
     nxt = walk(state, data)
     return walk_bytes(data, state, tables) if nxt is None else nxt
+
+
+def _weak_split(index: TokenIndex):
+    """``index._walk_split`` for a cold plan, through a weak reference: the plan is kept on
+    the index, so a bound method there would be a reference cycle, and a dropped index (its
+    masks, rows, automaton) would wait for the cyclic collector. A call after the index is
+    gone answers None (no split).
+    """
+    ref = weakref.ref(index)
+
+    def walk_split(state: int):
+        index = ref()
+        return None if index is None else index._walk_split(state)
+
+    return walk_split
 
 
 def _wildcard_edges(dfa, state: int) -> tuple[tuple[frozenset[int], bool, int], ...]:

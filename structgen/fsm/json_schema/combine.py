@@ -46,17 +46,20 @@ Resolver = Callable[[str, str], Any]
 
 def value_key(value: Any) -> str:
     """A canonical key for JSON equality (``1 == 1.0``, ``True != 1``)."""
+    return json.dumps(_norm(value), ensure_ascii=False)
 
-    def norm(v: Any) -> Any:
-        if isinstance(v, bool) or v is None or isinstance(v, str):
-            return [type(v).__name__, v]
-        if isinstance(v, (int, float)):
-            return ["num", str(Fraction(str(v)))]
-        if isinstance(v, list):
-            return ["list", [norm(x) for x in v]]
-        return ["obj", sorted((k, norm(x)) for k, x in v.items())]
 
-    return json.dumps(norm(value), ensure_ascii=False)
+def _norm(v: Any) -> Any:
+    """``value_key``'s canonical form (module level: a recursive closure is a reference
+    cycle only the collector frees).
+    """
+    if isinstance(v, bool) or v is None or isinstance(v, str):
+        return [type(v).__name__, v]
+    if isinstance(v, (int, float)):
+        return ["num", str(Fraction(str(v)))]
+    if isinstance(v, list):
+        return ["list", [_norm(x) for x in v]]
+    return ["obj", sorted((k, _norm(x)) for k, x in v.items())]
 
 
 def _intersect_types(a: Any, b: Any) -> list[str]:

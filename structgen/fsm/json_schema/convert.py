@@ -170,7 +170,7 @@ class JsonSchemaConverter:
         self.rules = False  # recursive $refs as grammar rules (fsm.grammar.schema_rules)
         self.any_rule = False  # untyped values as one grammar rule, any depth (schema_rules)
         self.any_rule_slot: int | None = None  # the definition slot of that rule
-        self.sharing = RefSharing(self.resolve)
+        self.sharing = RefSharing(self._refs.resolve)  # not self.resolve: no cycle
         self._validator, known = self._refs.draft
         self._draft = self._validator.__name__
         self._unknown: dict[str, list[str]] = {}  # ignored unknown keyword -> its pointers

@@ -183,19 +183,22 @@ def _key_trie(names: tuple[str, ...], tail: str, other: str) -> str:
             node = node.setdefault(u, {})
         node[""] = {}  # end marker
 
-    literal = _ASCII_LITERALS.get
+    return _key_trie_node(trie, tail, other)
 
-    def build(node: dict) -> str:
-        alts = [""]  # the unit leaving the trie here, then one per child
-        for u, child in node.items():
-            if u:
-                alts.append((literal(u) or escape_literal(u)) + build(child))
-        ends = "" in node
-        alts[0] = _unit_not_in(frozenset(node) - _END if ends else frozenset(node), other, tail)
-        body = "(?:" + "|".join(alts) + ")"
-        return body if ends else body + "?"
 
-    return build(trie)
+def _key_trie_node(node: dict, tail: str, other: str) -> str:
+    """``_key_trie``'s text of one trie node (module level: a recursive closure would be a
+    reference cycle that only the cyclic collector frees).
+    """
+    alts = [""]  # the unit leaving the trie here, then one per child
+    for u, child in node.items():
+        if u:
+            literal = _ASCII_LITERALS.get(u) or escape_literal(u)
+            alts.append(literal + _key_trie_node(child, tail, other))
+    ends = "" in node
+    alts[0] = _unit_not_in(frozenset(node) - _END if ends else frozenset(node), other, tail)
+    body = "(?:" + "|".join(alts) + ")"
+    return body if ends else body + "?"
 
 
 def _matches(pattern: str, name: str, unknown: bool = False) -> bool:

@@ -371,6 +371,7 @@ class Concatenation(RegexSpec):
             GrammarTooComplexError: more definitions than placeholders.
         """
         from .regex.definitions import MAX_DEFINITIONS, PLACEHOLDER_BASE
+        from .regex.parse import regex_group
 
         lowered = [p.lower(max_convert_seconds=max_convert_seconds) for p in self.parts]
         total = sum(len(low.definitions) for low in lowered)
@@ -381,7 +382,7 @@ class Concatenation(RegexSpec):
         pieces: list[str] = []
         definitions: list[str] = []
         warnings: list[str] = []
-        for low in lowered:
+        for part, low in zip(self.parts, lowered, strict=True):
             own, offset = len(low.definitions), len(definitions)
             texts = (low.pattern, *low.definitions)
             if own < total and any(
@@ -394,7 +395,10 @@ class Concatenation(RegexSpec):
             if offset:  # move this part's placeholders past the earlier parts' definitions
                 shift = {PLACEHOLDER_BASE + i: PLACEHOLDER_BASE + offset + i for i in range(own)}
                 texts = tuple(t.translate(shift) for t in texts)
-            pieces.append("(?:" + texts[0] + ")")
+            # a user's regex may carry end anchors and global flags: its group keeps them
+            # inside (``regex_group``); the other specs' lowered texts have neither
+            user = type(part) is Regex
+            pieces.append(regex_group(texts[0]) if user else "(?:" + texts[0] + ")")
             definitions.extend(texts[1:])
             warnings.extend(low.warnings)
         return LoweredRegex("".join(pieces), tuple(definitions), tuple(warnings))

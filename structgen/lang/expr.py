@@ -10,7 +10,6 @@ raises here, at the line that wrote it), and compose with ``+``::
 
 from __future__ import annotations
 
-import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -34,7 +33,6 @@ __all__ = [
     "assistant",
     "as_expr",
     "capture_names",
-    "regex_group",
 ]
 
 ROLES = ("system", "user", "assistant")
@@ -327,8 +325,6 @@ def select(name: str | None, choices: Sequence[Any]) -> Select | Gen:
             JSON Schema gen...).
         InvalidGrammarError, RegexError: an option does not compile (checked now).
     """
-    import dataclasses
-
     from structgen.fsm.spec import Grammar, Regex
 
     _check_name(name)
@@ -354,8 +350,6 @@ def select(name: str | None, choices: Sequence[Any]) -> Select | Gen:
         if isinstance(c, Gen) and c.schema is None and type(c.constraint) in (Regex, Grammar):
             max_tokens = max(max_tokens, c.params.max_tokens)
             c = c.constraint
-        if type(c) is Regex:  # one alternative of a longer regex: anchors and flags inside
-            c = dataclasses.replace(c, pattern=regex_group(c.pattern))
         if isinstance(c, str) or type(c) in (Regex, Grammar):
             options.append(c)
             continue
@@ -394,24 +388,3 @@ def user(content: Any = "") -> Role:
 def assistant(content: Any = "") -> Role:
     """An assistant turn; ``content`` may generate (``assistant(gen("a"))``)."""
     return _role("assistant", content)
-
-
-_GLOBAL_FLAGS = re.compile(r"\(\?([aiLmsux]+)\)")
-
-
-def regex_group(pattern: str) -> str:
-    """``pattern`` as a group that matches the same texts (under fullmatch) inside a longer
-    regex: its end anchors removed (no-ops under fullmatch, refused anywhere else) and its
-    leading global flags scoped to it (``(?i)^ok$`` -> ``(?i:ok)``; Python allows global
-    flags only at the start of a whole pattern).
-
-    Raises:
-        UnsupportedRegexError: an anchor or word boundary that is not at an end.
-    """
-    from structgen.fsm.regex.parse import _without_end_anchors
-
-    body = _without_end_anchors(pattern)
-    flags, pos = "", 0
-    while (m := _GLOBAL_FLAGS.match(body, pos)) is not None:
-        flags, pos = flags + m.group(1), m.end()
-    return f"(?{flags}:{body[pos:]})" if flags else f"(?:{body})"

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 
 from structgen.errors import RequestError
 from structgen.fsm.spec import Choice, Concatenation, Grammar, Regex, RegexSpec
-from structgen.lang.expr import regex_group
 
 __all__ = ["Healing", "heal"]
 
@@ -61,8 +60,6 @@ class Healing:
                 raise RequestError("token healing cannot precede a grammar with a trigger")
             return dataclasses.replace(constraint, prefix=self.removed + constraint.prefix)
         rest = Regex(ANY_TEXT) if constraint is None else constraint
-        if type(rest) is Regex:  # a part of a longer regex now: anchors and flags inside
-            rest = dataclasses.replace(rest, pattern=regex_group(rest.pattern))
         return Concatenation((Choice([self.removed]), rest))
 
 

@@ -119,7 +119,7 @@ def _alternatives_regex(term: Any) -> str:
     """The regex text of a ``select`` over literals and ``Regex`` options (a
     ``GrammarAlternatives``): its prefix (token healing's removed text), then the
     alternation of the options, each literal escaped and each regex as a group that keeps
-    its language there (``healing.regex_group``: end anchors dropped, flags scoped).
+    its language there (``fsm.regex.parse.regex_group``: end anchors dropped, flags scoped).
 
     Raises:
         RequestError: an option is a ``Grammar`` (the server reads one grammar text, and
@@ -127,8 +127,8 @@ def _alternatives_regex(term: Any) -> str:
     """
     import re
 
+    from structgen.fsm.regex.parse import regex_group
     from structgen.fsm.spec import Grammar
-    from structgen.lang.expr import regex_group
 
     if any(isinstance(o, Grammar) for o in term.options):
         raise RequestError(

@@ -83,6 +83,23 @@ def test_concatenation_joins_the_parts_and_renumbers_their_definitions():
     assert healed.matches(' "abc') and not healed.matches("abc")
 
 
+@pytest.mark.parametrize("pattern", ["^b+$", r"\Ab+\Z", "(?i)b+", "(?i)^b+$", "(?is)^b+|c$"])
+def test_a_regex_part_keeps_its_anchors_and_flags_to_itself(pattern):
+    # a user's regex read as a whole output (fullmatch) means the same as one part of a
+    # longer one: end anchors no-ops, leading global flags scoped to the part
+    import re
+    from itertools import product
+
+    grammar = Concatenation([Choice(["a"]), Regex(pattern)]).compile(None)
+    for n in range(4):
+        for chars in product("abBc", repeat=n):
+            rest = "".join(chars)
+            want = re.fullmatch(pattern, rest) is not None
+            assert grammar.matches("a" + rest) == want, rest
+    with pytest.raises(UnsupportedRegexError, match=r"'\^' at position 1 of 'b\^c'"):
+        Concatenation([Choice(["a"]), Regex("b^c")]).lower()  # the user's own text named
+
+
 def test_concatenation_refuses_what_it_cannot_join():
     with pytest.raises(RequestError, match="trigger"):
         Concatenation([Regex("a", trigger="x")])

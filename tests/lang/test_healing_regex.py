@@ -17,8 +17,8 @@ import re
 import pytest
 
 from structgen.fsm import compile_regex
+from structgen.fsm.regex.parse import regex_group
 from structgen.fsm.spec import Regex
-from structgen.lang.expr import regex_group
 from structgen.lang.healing import Healing
 from structgen.lang.openai_backend import _constraint_fields
 

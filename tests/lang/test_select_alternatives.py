@@ -142,3 +142,12 @@ def test_literal_and_regex_options_locally_and_over_openai_backend(options, pref
         assert sent.matches(text) == want, (fields["regex"], text)
         accepted += want
     assert accepted >= len(options)
+
+
+@pytest.mark.parametrize("pattern", ["(?i)ok", "(?i)^ok$", "^no$"])
+def test_grammar_alternatives_scope_a_regex_options_flags(pattern):
+    # the spec itself, without the DSL: a regex option means what it means alone
+    grammar = GrammarAlternatives("", options=("a", Regex(pattern))).compile(None)
+    for text in ["a", "ok", "OK", "oK", "no", "NO", "b", ""]:
+        want = text == "a" or re.fullmatch(pattern, text) is not None
+        assert grammar.matches(text) == want, text

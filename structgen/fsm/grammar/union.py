@@ -2,9 +2,10 @@
 grammars (the DSL's ``select`` over sub-expressions), compiled as one automaton.
 
 The options become the alternatives of one start rule of a ``GrammarDef``: a literal is a
-``Literal``, a ``Regex`` spec a ``Pattern`` (its end anchors dropped, as a whole-output
-regex reads them), a ``Grammar`` spec its own rules and terminals under the prefix
-``o<i>_`` (so the options' names never meet). When no option recurses the union is one
+``Literal``, a ``Regex`` spec a ``Pattern`` (``regex_group``: its end anchors dropped, as
+a whole-output regex reads them, and its leading flags scoped to it), a ``Grammar`` spec
+its own rules and terminals under the prefix ``o<i>_`` (so the options' names never
+meet). When no option recurses the union is one
 regex and a plain DFA (``compile.compile_grammar_def``); otherwise it is a
 ``CompiledCFG``. A spec subclasses ``Grammar``, so token healing (``prefix``), triggers
 and pickling work as for a grammar.
@@ -88,7 +89,7 @@ def _renamed(expr: Expr, prefix: str) -> Expr:
 
 
 def _union(options: tuple) -> GrammarDef:
-    from ..regex.parse import _without_end_anchors
+    from ..regex.parse import regex_group
     from .compile import parse_grammar
 
     if not options:
@@ -120,7 +121,7 @@ def _union(options: tuple) -> GrammarDef:
                 raise RequestError(
                     f"select option {i}: a regex option takes no trigger or shared definitions"
                 )
-            alts.append(Pattern(_without_end_anchors(opt.pattern)))
+            alts.append(Pattern(regex_group(opt.pattern)))
         else:
             raise RequestError(
                 f"select option {i} is a {type(opt).__name__}: options are strings, Regex "

@@ -45,6 +45,7 @@ __all__ = [
     "MAXREPEAT",
     "MAX_NESTING",
     "RE_MAX_NESTING",
+    "regex_group",
 ]
 
 MAXREPEAT = sre_constants.MAXREPEAT
@@ -351,6 +352,26 @@ def _without_end_anchors(pattern: str) -> str:
             "or of a top-level alternative, and word boundaries (\\b, \\B) not at all"
         )
     return text
+
+
+_GLOBAL_FLAGS = re.compile(r"\(\?([aiLmsux]+)\)")
+"""A global-flags group, ``(?i)``: Python allows one only at the start of a whole pattern."""
+
+
+def regex_group(pattern: str) -> str:
+    """``pattern`` as a group that matches the same texts (under fullmatch) inside a longer
+    regex: its end anchors removed (no-ops under fullmatch, refused anywhere else) and its
+    leading global flags scoped to it (``(?i)^ok$`` -> ``(?i:ok)``; Python allows global
+    flags only at the start of a whole pattern).
+
+    Raises:
+        UnsupportedRegexError: an anchor or word boundary that is not at an end.
+    """
+    body = _without_end_anchors(pattern)
+    flags, pos = "", 0
+    while (m := _GLOBAL_FLAGS.match(body, pos)) is not None:
+        flags, pos = flags + m.group(1), m.end()
+    return f"(?{flags}:{body[pos:]})" if flags else f"(?:{body})"
 
 
 def lower(

@@ -897,6 +897,14 @@ static inline int attn_needs_merge(const long *first, int T, int H, int KVH) {
     return first[T] != (long)T * (H / attn_heads_per_item(H, KVH));
 }
 
+/* This thread's attend_rows scratch. Out of line on purpose: with the thread-local's address
+ * taken inside paged_attention_tiles, the compiler re-derived it (a __tls_get_addr call in a
+ * dlopen'd module) at each of its ~40 uses in the inlined item loop instead of keeping it. */
+__attribute__((noinline)) static struct attn_scratch *attn_scratch_of_thread(void) {
+    static __thread struct attn_scratch scratch;
+    return &scratch;
+}
+
 /* The work units of the tiles (attn_tiles; NULL: each token its own tile, ufirst = first) shared
  * dynamically among the team, without a barrier at the end: a unit is a tile's (head group, key
  * chunk), its rows' partials written to their items of ``first`` (attn_items); a (token, head
@@ -909,8 +917,7 @@ static void paged_attention_tiles(const void *q, long qs, const void *kc, const 
                                   float scale, int window, void *out, int dt, int kdt,
                                   const long *first, const long *tile, const long *ufirst,
                                   long ntiles, float *part) {
-    static __thread struct attn_scratch scratch;
-    struct attn_scratch *ws = &scratch; /* one TLS lookup per call, not per item */
+    struct attn_scratch *ws = attn_scratch_of_thread(); /* one TLS lookup per call */
     int group = H / KVH, G = attn_heads_per_item(H, KVH), per_token = H / G;
     if (!tile) ufirst = first, ntiles = T;
     long units = ufirst[ntiles];

@@ -166,6 +166,18 @@ def suggestion(key: str, draft: str) -> str | None:
     return candidates[hit[0]] if hit and candidates[hit[0]] != key else None
 
 
+OPENAPI_HINTS = {
+    "nullable": "OpenAPI 3.0's; JSON Schema allows null by listing it: "
+    '"type": [<type>, "null"] or "anyOf": [..., {"type": "null"}]',
+    "x-nullable": "Swagger 2.0's; JSON Schema allows null by listing it: "
+    '"type": [<type>, "null"] or "anyOf": [..., {"type": "null"}]',
+}
+"""Assertions OpenAPI and Swagger documents carry that no JSON Schema draft defines (OpenAPI
+3.0 section 4.7.24 ``nullable``, Swagger 2.0's ``x-nullable``), ignored like any unknown
+keyword, with what the warning tells the user to write instead (OpenAPI's annotations are
+dropped silently: ``ANNOTATIONS``)."""
+
+
 def unknown_warning(key: str, pointers: list[str], draft: str) -> str:
     """The warning naming an unknown keyword that was ignored, where it was (JSON
     pointers, the first three and a count of the rest) and, for a near miss, the keyword
@@ -189,6 +201,8 @@ def unknown_warning(key: str, pointers: list[str], draft: str) -> str:
     guess = suggestion(key, draft)
     if drafts:
         note += f"; a keyword of draft {', '.join(drafts)} ($schema picks the draft)"
+    elif key in OPENAPI_HINTS:
+        note += f"; {OPENAPI_HINTS[key]}"
     elif guess is not None:
         note += f"; did you mean {guess!r}?"
     return f"ignored unknown keyword {key!r} at {where} ({note})"

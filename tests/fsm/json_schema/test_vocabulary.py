@@ -78,6 +78,16 @@ def test_unknown_keywords_are_ignored_under_strict() -> None:
         assert f"did you mean {meant!r}?" in by_key[key], by_key[key]
 
 
+@pytest.mark.parametrize("key", ["nullable", "x-nullable"])
+def test_openapis_nullable_is_ignored_with_what_to_write(key) -> None:
+    # not JSON Schema: null stays invalid (as jsonschema says), the warning says how to allow it
+    schema = {"type": "object", "properties": {"a": {"type": "string", key: True}}}
+    grammar = compile_json_schema(schema)
+    assert_agrees_with_jsonschema(grammar, schema, ['{"a":"x"}'], ['{"a":null}'])
+    (warning,) = [w for w in grammar.warnings if repr(key) in w]
+    assert "/properties/a" in warning and '"type": [<type>, "null"]' in warning
+
+
 def test_one_warning_per_keyword_with_its_pointers() -> None:
     schema = {
         "type": "object",

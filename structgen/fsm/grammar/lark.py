@@ -215,7 +215,7 @@ class _Parser:
         self.i += 1
         name = name_tok.text
         if self.peek() is not None and self.peek().text == "{":
-            raise self.unsupported("a template rule", name_tok)
+            raise self.unsupported("a template rule (a rule per use)", name_tok)
         if self.peek() is not None and self.peek().text == ".":
             self.i += 1
             self.take(kind="number")
@@ -366,6 +366,9 @@ class _Parser:
         if tok.kind == "regexp":
             return self.regexp(tok)
         if tok.kind == "name":
+            nxt = self.peek()
+            if nxt is not None and nxt.text == "{":
+                raise self.unsupported(f"a template use {tok.text}{{...}} (a rule per use)", tok)
             return Ref(tok.text, tok.line, tok.col)
         if tok.kind == "json":
             return self.embedded_json(tok)

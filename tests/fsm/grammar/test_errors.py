@@ -29,6 +29,12 @@ from structgen.fsm.grammar import compile_grammar, detect_syntax
         ("start: b\n", "lark", InvalidGrammarError, "1:8"),  # undefined rule
         ('start: A\nA: "a" A\n', "lark", InvalidGrammarError, "2:1"),  # recursive terminal
         ("start: x\nx{t}: t\n", "lark", UnsupportedGrammarError, "2:1"),
+        (
+            'start: "a" _sep{b, ","}\n_sep{x, s}: x (s x)*\nb: "b"',
+            "lark",
+            UnsupportedGrammarError,
+            "1:12",
+        ),
         ("start: A\n%declare A\n", "lark", UnsupportedGrammarError, "2:1"),
         ("start: A\n%import other.A\n", "lark", UnsupportedGrammarError, "2:9"),
         ("start: /a/x\n", "lark", UnsupportedGrammarError, "1:8"),

@@ -1,15 +1,16 @@
 """Lowering of ``type: array``: ``prefixItems`` / draft-04 tuple ``items`` (+ ``additionalItems``),
-``items`` (schema or ``false``), ``minItems``/``maxItems``, ``contains`` with ``minContains``.
+``items`` (schema or ``false``), ``minItems``/``maxItems``, ``contains`` with ``minContains``
+and ``maxContains``.
 
-``contains`` is enforced when the array has no tuple prefix and no ``maxContains`` below
-the item count: at least ``minContains`` elements are written from the intersection of
-``items`` and ``contains`` (an ``allOf`` merge), the others from ``items``. ``maxContains``
-needs the complement of ``contains``: the strict error. ``uniqueItems: true`` is not
-regular in general (strict error) but is exact where at most one item is possible or the
-items come from a small finite domain (``const``/``enum``, booleans, ``null``, an integer
-range of at most ``MAX_UNIQUE_VALUES`` values): one state per set of values written so
-far, each a shared definition listing the values still free (``n * 2**n`` text for ``n``
-values).
+``contains`` is enforced when the array has no tuple prefix and no ``minItems``/``maxItems``
+above ``minContains``: ``minContains`` to ``maxContains`` elements are written from the
+intersection of ``items`` and ``contains`` (an ``allOf`` merge), the others from ``items``,
+or, under ``maxContains``, from ``items`` and the complement of ``contains`` (``not``).
+``uniqueItems: true`` is not regular in general (strict error) but is exact where at most
+one item is possible or the items come from a small finite domain (``const``/``enum``,
+booleans, ``null``, an integer range of at most ``MAX_UNIQUE_VALUES`` values): one state
+per set of values written so far, each a shared definition listing the values still free
+(``n * 2**n`` text for ``n`` values).
 """
 
 from __future__ import annotations
@@ -60,10 +61,8 @@ def array_regex(conv: ConvertContext, schema: dict, pointer: str, refs: tuple) -
     prefix_key = "prefixItems" if "prefixItems" in schema else "items"
     ws = conv.ws
     sep = ws + "," + ws
-    if "contains" in schema and int(schema.get("minContains", 1)) > 0:
+    if "contains" in schema and (int(schema.get("minContains", 1)) > 0 or "maxContains" in schema):
         return _contains(conv, schema, pointer, refs, prefix, rest, lo, hi)
-    if "maxContains" in schema and "contains" in schema:
-        conv.unsupported("maxContains", pointer, "maxContains needs the complement of contains")
     elems = [
         conv.convert_member(s, f"{pointer}/{prefix_key}/{i}", refs) for i, s in enumerate(prefix)
     ]
@@ -115,24 +114,45 @@ def _contains(
     lo: int,
     hi: int | None,
 ) -> str | None:
+    """The arrays with ``minContains`` to ``maxContains`` elements valid under ``contains``
+    (items and contains merged: a hit) and the rest valid under ``items`` (without
+    ``maxContains``) or under ``items`` and not ``contains`` (a miss: its complement,
+    ``boolean_ops``).
+    """
     need = int(schema.get("minContains", 1))
+    most = schema.get("maxContains")
+    most = None if most is None else int(most)
     if prefix:
         conv.unsupported("contains", pointer, "contains next to prefixItems")
-    if "maxContains" in schema:
-        conv.unsupported("maxContains", pointer, "maxContains needs the complement of contains")
     if hi is not None or lo > need:
         conv.unsupported("contains", pointer, "contains together with minItems/maxItems")
-    both = merge_all_of([rest, schema["contains"]], pointer, conv.resolve)
-    hit = conv.convert_member(both, pointer + "/contains", refs)
-    item = conv.convert_member(rest, pointer + "/items", refs)
-    if hit is None:
+    if most is not None and most < need:
         return None
+    both = merge_all_of([rest, schema["contains"]], pointer, conv.resolve)
+    hit = None if most == 0 else conv.convert_member(both, pointer + "/contains", refs)
+    if most is None:
+        item = conv.convert_member(rest, pointer + "/items", refs)
+    else:  # the other elements must not be hits
+        miss = merge_all_of([rest, {"not": schema["contains"]}], pointer, conv.resolve)
+        item = conv.convert_member(miss, pointer + "/contains", refs)
     ws = conv.ws
     sep = ws + "," + ws
-    free = "" if item is None else "(?:%s%s)*" % (item, sep)
-    tail = "" if item is None else "(?:%s%s)*" % (sep, item)
-    again = "(?:%s%s%s){%d}" % (sep, free, hit, need - 1) if need > 1 else ""
-    return "\\[" + ws + free + hit + again + tail + ws + "\\]"
+    open_, close = "\\[" + ws, ws + "\\]"
+    shapes = []
+    if need == 0:  # no hit at all: misses only, or nothing
+        body = "" if item is None else "(?:%s(?:%s%s)*%s)?" % (item, sep, item, ws)
+        shapes.append(open_ + body + "\\]")
+    if hit is not None:
+        free = "" if item is None else "(?:%s%s)*" % (item, sep)
+        tail = "" if item is None else "(?:%s%s)*" % (sep, item)
+        first = max(need, 1) - 1  # hits after the first one: at least, then at most
+        upto = first if most is None else most - 1
+        between = "(?:%s%s%s)" % (sep, free, hit)
+        again = "" if upto == 0 else "%s{%d,%d}" % (between, first, upto)
+        shapes.append(open_ + free + hit + again + tail + close)
+    if not shapes:
+        return None
+    return shapes[0] if len(shapes) == 1 else "(?:" + "|".join(shapes) + ")"
 
 
 def _finite_domain(conv: ConvertContext, schema: dict, pointer: str) -> list[str] | None:

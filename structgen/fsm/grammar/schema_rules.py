@@ -30,9 +30,8 @@ refused under ``strict``.
 
 from __future__ import annotations
 
-import functools
 import re
-from functools import lru_cache
+from functools import cache, lru_cache
 from types import ModuleType
 from typing import Any, NamedTuple
 
@@ -464,7 +463,7 @@ def lower_recursive_schema(
     )
 
 
-@functools.cache
+@cache
 def _compile() -> ModuleType:
     """``grammar.compile``, imported at the first compile (the token layer it imports is no
     part of ``lower_recursive_schema``'s torch-free path) and kept: no import statement per
